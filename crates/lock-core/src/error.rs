@@ -1,0 +1,127 @@
+//! The one error type shared by every backend and by the lock API.
+
+use std::time::Duration;
+
+/// A convenient alias for results whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong when taking, keeping or giving back a lock.
+///
+/// "The lock is held by someone else" is **not** an error: [`crate::Locker::try_lock`] returns
+/// `Ok(None)` for it, and waiting calls keep waiting. Errors are reserved for bad input, a deadline
+/// that passed, a lost lease and failures of the backend.
+///
+/// Use [`Error::is_retryable`] to decide whether trying the same call again can help.
+///
+/// # Example
+///
+/// ```
+/// use lock_core::Error;
+///
+/// let err = Error::Timeout { after: std::time::Duration::from_millis(50) };
+/// assert!(err.is_retryable());
+/// let err = Error::InvalidName { reason: "the lock name is empty" };
+/// assert!(!err.is_retryable());
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The lock name was rejected before anything was sent.
+    #[error("invalid lock name: {reason}")]
+    InvalidName {
+        /// Why the name was rejected.
+        reason: &'static str,
+    },
+    /// A lease, wait time or other option was rejected before anything was sent.
+    #[error("invalid lock options: {reason}")]
+    InvalidOptions {
+        /// Why the options were rejected.
+        reason: String,
+    },
+    /// The backend configuration (URL, credentials, TLS...) is unusable. Never retryable.
+    #[error("invalid configuration: {reason}")]
+    InvalidConfig {
+        /// Why the configuration was rejected.
+        reason: String,
+    },
+    /// The caller's wait deadline passed before the lock could be taken.
+    #[error("gave up waiting for lock after {waited:?}")]
+    WaitTimedOut {
+        /// How long the call waited in total.
+        waited: Duration,
+    },
+    /// The lease is no longer ours: it expired or the key was removed behind our back.
+    #[error("the lease on the lock is lost")]
+    LeaseLost,
+    /// One call to the backend did not answer within its command timeout. The call may or may
+    /// not have taken effect on the server.
+    #[error("backend call timed out after {after:?}")]
+    Timeout {
+        /// The timeout that elapsed.
+        after: Duration,
+    },
+    /// The connection to the backend broke or could not be made.
+    #[error("connection to the backend lost: {0}")]
+    ConnectionLost(String),
+    /// The key exists with a type that is not a lock (Redis `WRONGTYPE`).
+    #[error("the key holds a value that is not a lock: {0}")]
+    WrongType(String),
+    /// The node is a read-only replica (Redis `READONLY`). Retryable: a failover may fix it.
+    #[error("the node is read-only: {0}")]
+    ReadOnly(String),
+    /// Authentication or authorization failed (Redis `NOPERM`, `WRONGPASS`, `NOAUTH`).
+    #[error("not permitted: {0}")]
+    NotPermitted(String),
+    /// The server is out of memory and refuses writes (Redis `OOM`).
+    #[error("the server is out of memory: {0}")]
+    OutOfMemory(String),
+    /// The server is loading, busy running a script, or otherwise temporarily unable to answer.
+    #[error("the server is temporarily unavailable: {0}")]
+    Unavailable(String),
+    /// The server answered something this library does not understand.
+    #[error("unexpected reply from the backend: {0}")]
+    Protocol(String),
+    /// Any other backend failure.
+    #[error("backend error: {0}")]
+    Backend(String),
+}
+
+impl Error {
+    /// Whether repeating the same call later may succeed.
+    ///
+    /// Bad input, bad configuration, permissions, wrong key types and a lost lease are final;
+    /// timeouts, broken connections, read-only replicas, out-of-memory and busy servers may pass.
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::WaitTimedOut { .. }
+                | Error::Timeout { .. }
+                | Error::ConnectionLost(_)
+                | Error::ReadOnly(_)
+                | Error::OutOfMemory(_)
+                | Error::Unavailable(_)
+        )
+    }
+
+    /// Whether the error was raised before anything was sent to the backend.
+    #[must_use]
+    pub fn is_input_error(&self) -> bool {
+        matches!(
+            self,
+            Error::InvalidName { .. } | Error::InvalidOptions { .. } | Error::InvalidConfig { .. }
+        )
+    }
+
+    /// Whether the outcome of the call on the server is unknown (it may have been applied).
+    #[must_use]
+    pub fn is_ambiguous(&self) -> bool {
+        matches!(self, Error::Timeout { .. } | Error::ConnectionLost(_))
+    }
+
+    pub(crate) fn invalid_options(reason: impl Into<String>) -> Self {
+        Error::InvalidOptions {
+            reason: reason.into(),
+        }
+    }
+}

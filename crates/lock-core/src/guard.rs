@@ -1,0 +1,289 @@
+//! The guard of a held lock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::backend::{LockBackend, ReleaseOutcome, Renewal};
+use crate::error::{Error, Result};
+use crate::locker::LockerInner;
+use crate::options::check_lease;
+use crate::owner::Owner;
+use crate::watchdog::{LeaseLoss, LeaseStatus};
+
+/// A held lock. Give it back with [`LockGuard::release`]; dropping it releases too, in the
+/// background.
+///
+/// The guard carries its owner, so it can be moved to and released from any task or thread.
+/// In watchdog mode the lease is renewed while the guard lives; [`LockGuard::lost`] resolves if
+/// the lease is lost anyway (the key was deleted, or renewals failed until the lease ran out).
+///
+/// # Drop
+///
+/// Dropping the guard stops its watchdog at once and spawns a best-effort release on the current
+/// tokio runtime; it never blocks. Outside a runtime, or if that release fails, the lease is the
+/// safety net: the lock expires when its lease runs out.
+///
+/// # Example
+///
+/// ```
+/// use lock_core::{Locker, MemoryBackend};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lock_core::Error> {
+/// let locker = Locker::new(MemoryBackend::new());
+/// let guard = locker.lock("report:2026-11").await?;
+/// assert_eq!(guard.hold_count(), 1);
+/// // ... the critical section; `guard.lost()` can be raced against it with `select!` ...
+/// assert!(guard.release().await?.was_held());
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct LockGuard<B: LockBackend> {
+    locker: Arc<LockerInner<B>>,
+    name: String,
+    owner: Owner,
+    field: String,
+    lease: Duration,
+    hold_count: u32,
+    fencing_token: Option<u64>,
+    status: watch::Sender<LeaseStatus>,
+    watchdog_id: Option<u64>,
+    finished: bool,
+}
+
+impl<B: LockBackend> std::fmt::Debug for LockGuard<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("name", &self.name)
+            .field("owner", &self.field)
+            .field("hold_count", &self.hold_count)
+            .field("fencing_token", &self.fencing_token)
+            .field("watchdog", &self.watchdog_id.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the locker hands over to build a guard.
+pub(crate) struct GuardParts<B: LockBackend> {
+    pub locker: Arc<LockerInner<B>>,
+    pub name: String,
+    pub owner: Owner,
+    pub field: String,
+    pub lease: Duration,
+    pub hold_count: u32,
+    pub fencing_token: Option<u64>,
+    pub status: watch::Sender<LeaseStatus>,
+    pub watchdog_id: Option<u64>,
+}
+
+impl<B: LockBackend> LockGuard<B> {
+    pub(crate) fn new(parts: GuardParts<B>) -> Self {
+        LockGuard {
+            locker: parts.locker,
+            name: parts.name,
+            owner: parts.owner,
+            field: parts.field,
+            lease: parts.lease,
+            hold_count: parts.hold_count,
+            fencing_token: parts.fencing_token,
+            status: parts.status,
+            watchdog_id: parts.watchdog_id,
+            finished: false,
+        }
+    }
+
+    /// The lock name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The owner this guard holds the lock as.
+    #[must_use]
+    pub fn owner(&self) -> Owner {
+        self.owner
+    }
+
+    /// The owner field on the server, `<client id>:<holder id>`.
+    #[must_use]
+    pub fn owner_field(&self) -> &str {
+        &self.field
+    }
+
+    /// The owner's hold count right after this guard's acquire (2 for a first re-entry, ...).
+    #[must_use]
+    pub fn hold_count(&self) -> u32 {
+        self.hold_count
+    }
+
+    /// The fencing token, when asked for with [`crate::LockOptions::fencing`]. It strictly
+    /// increases with every grant of this lock name; pass it to the resource you protect so it can
+    /// refuse writes from an older holder.
+    #[must_use]
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.fencing_token
+    }
+
+    /// The lease length set on each acquire and renewal.
+    #[must_use]
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// Whether the watchdog renews this lease.
+    #[must_use]
+    pub fn is_watchdog(&self) -> bool {
+        self.watchdog_id.is_some()
+    }
+
+    /// The instant until which the lease is known to be ours: the send time of the last
+    /// successful acquire or renewal plus the lease (monotonic clock).
+    #[must_use]
+    pub fn valid_until(&self) -> Instant {
+        self.status.borrow().valid_until
+    }
+
+    /// How long the lease is still known to be ours (zero once past).
+    #[must_use]
+    pub fn remaining(&self) -> Duration {
+        self.valid_until().saturating_duration_since(Instant::now())
+    }
+
+    /// Whether the lease is known to be lost (or past its validity deadline).
+    #[must_use]
+    pub fn is_lost(&self) -> bool {
+        let status = *self.status.borrow();
+        status.lost.is_some() || Instant::now() >= status.valid_until
+    }
+
+    /// Resolves when the lease is lost: the store said the lock is not ours any more, or the
+    /// validity deadline passed without a confirmed renewal. Never resolves while the lease is
+    /// kept, so it is meant for `tokio::select!` against the critical section.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only observes the lease; dropping it changes nothing.
+    pub async fn lost(&self) -> LeaseLoss {
+        let mut status = self.status.subscribe();
+        loop {
+            let now = *status.borrow_and_update();
+            if let Some(loss) = now.lost {
+                return loss;
+            }
+            tokio::select! {
+                changed = status.changed() => {
+                    if changed.is_err() {
+                        // Unreachable while `self` lives (we hold the sender); wait forever.
+                        std::future::pending::<()>().await;
+                    }
+                }
+                () = tokio::time::sleep_until(now.valid_until) => {
+                    if status.borrow().valid_until <= now.valid_until {
+                        self.status.send_modify(|s| {
+                            s.lost.get_or_insert(LeaseLoss::Expired);
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Renews the lease now with a new length (and, in watchdog mode, uses that length for later
+    /// renewals too).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOptions`] for a bad lease (nothing sent); [`Error::LeaseLost`] when the lock
+    /// is no longer ours (the guard is then marked lost); backend errors as they come.
+    ///
+    /// # Cancel safety
+    ///
+    /// If cancelled, the renewal may or may not have been applied; the guard's validity is
+    /// updated only by a completed call.
+    pub async fn extend(&self, lease: Duration) -> Result<()> {
+        check_lease(lease)?;
+        let renewal = [Renewal {
+            name: &self.name,
+            owner: &self.field,
+            lease,
+        }];
+        let sent_at = Instant::now();
+        let still_ours = self.locker.backend.renew(&renewal).await?;
+        if still_ours.first() == Some(&true) {
+            let valid_until = sent_at + lease;
+            self.status.send_modify(|s| s.valid_until = valid_until);
+            if let Some(id) = self.watchdog_id {
+                self.locker
+                    .watchdog
+                    .set_lease(id, lease, valid_until, sent_at);
+            }
+            Ok(())
+        } else {
+            self.status
+                .send_modify(|s| s.lost = Some(LeaseLoss::NotOurs));
+            Err(Error::LeaseLost)
+        }
+    }
+
+    /// Gives the hold back and waits for the store's answer.
+    ///
+    /// Returns [`ReleaseOutcome::Released`] when the lock became free,
+    /// [`ReleaseOutcome::StillHeld`] when a reentrant hold of the same owner remains, and
+    /// [`ReleaseOutcome::NotHeld`] when the lock was no longer ours (it expired or was deleted):
+    /// the critical section may then have overlapped with another holder.
+    ///
+    /// # Errors
+    ///
+    /// Backend errors. The watchdog is stopped first in any case, so on error the lock expires
+    /// within its lease.
+    ///
+    /// # Cancel safety
+    ///
+    /// If cancelled, the release may or may not have reached the store; the watchdog is already
+    /// stopped, so the lock is gone by the end of its lease at the latest.
+    pub async fn release(mut self) -> Result<ReleaseOutcome> {
+        self.finish();
+        self.locker
+            .backend
+            .release(&self.name, &self.field, self.lease)
+            .await
+    }
+
+    /// Stops the watchdog and the local bookkeeping; the server-side release is the caller's.
+    fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        if let Some(id) = self.watchdog_id {
+            self.locker.watchdog.unregister(id);
+        }
+        self.locker.forget_hold(&self.name, &self.field);
+    }
+}
+
+impl<B: LockBackend> Drop for LockGuard<B> {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finish();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::debug!(name = %self.name, "guard dropped outside a runtime; the lease will expire");
+            return;
+        };
+        let locker = self.locker.clone();
+        let name = std::mem::take(&mut self.name);
+        let field = std::mem::take(&mut self.field);
+        let lease = self.lease;
+        runtime.spawn(async move {
+            if let Err(error) = locker.backend.release(&name, &field, lease).await {
+                tracing::warn!(%error, %name, "background release failed; the lease will expire");
+            }
+        });
+    }
+}

@@ -1,0 +1,54 @@
+//! The core of distlock: the contract every lock backend implements, and the machinery they all
+//! share.
+//!
+//! - [`LockBackend`] (and its object-safe twin [`DynLockBackend`]): one step against a store —
+//!   acquire attempt, release, batched renewal, force-release, inspect, release notifications.
+//! - [`Locker`]: the user API — [`Locker::lock`], [`Locker::try_lock`], [`Locker::lock_with`].
+//! - [`LockGuard`]: a held lock, with its validity deadline, [`LockGuard::lost`] signal,
+//!   [`LockGuard::extend`] and [`LockGuard::release`].
+//! - the watchdog (renews watchdog-mode leases every lease/3, batched per backend) and the waiter
+//!   (register for release notifications, try, then wait for a notification, a timer capped by
+//!   the holder's TTL, or the deadline).
+//! - [`Error`]: one error type, with [`Error::is_retryable`].
+//! - [`MemoryBackend`]: an in-memory store with real expiry, for tests.
+//!
+//! # Example
+//!
+//! ```
+//! use lock_core::{Locker, MemoryBackend};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), lock_core::Error> {
+//! let locker = Locker::new(MemoryBackend::new());
+//! let guard = locker.lock("orders:42").await?;
+//! // Re-locking from the same task re-enters.
+//! let again = locker.lock("orders:42").await?;
+//! assert_eq!(again.hold_count(), 2);
+//! again.release().await?;
+//! guard.release().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod backend;
+pub mod error;
+mod guard;
+mod locker;
+mod memory;
+pub mod notify;
+pub mod options;
+mod owner;
+mod watchdog;
+
+pub use backend::{
+    AcquireOutcome, AcquireRequest, BoxFuture, DynLockBackend, Grant, LockBackend, LockState,
+    ReleaseOutcome, Renewal,
+};
+pub use error::{Error, Result};
+pub use guard::LockGuard;
+pub use locker::Locker;
+pub use memory::MemoryBackend;
+pub use notify::{ReleaseHub, ReleaseWatch};
+pub use options::{Lease, LockOptions, Wait};
+pub use owner::Owner;
+pub use watchdog::LeaseLoss;

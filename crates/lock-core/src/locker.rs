@@ -1,0 +1,388 @@
+//! The user API: `lock`, `try_lock`, `lock_with`, and the waiter behind them.
+
+use std::collections::HashMap;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::backend::{AcquireOutcome, AcquireRequest, Grant, LockBackend, LockState, ReleaseOutcome};
+use crate::error::Result;
+use crate::guard::{GuardParts, LockGuard};
+use crate::notify::ReleaseWatch;
+use crate::options::{Lease, LockOptions, Wait};
+use crate::owner::Owner;
+use crate::watchdog::{LeaseStatus, WatchedLease, Watchdog};
+
+/// How long a waiter sleeps at most when the holder's lock has no TTL (a key without expiry):
+/// a release notification still wakes it earlier.
+const RECHECK_WITHOUT_TTL: Duration = Duration::from_secs(1);
+
+pub(crate) struct LockerInner<B: LockBackend> {
+    pub backend: Arc<B>,
+    pub watchdog: Watchdog<B>,
+    /// Live guards per (name, owner field) in this process: what we know we hold. After an acquire
+    /// whose outcome is unknown, the store is told to keep exactly this many holds.
+    holds: Mutex<HashMap<(String, String), u32>>,
+}
+
+impl<B: LockBackend> LockerInner<B> {
+    fn note_hold(&self, name: &str, field: &str) {
+        let mut holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
+        *holds
+            .entry((name.to_owned(), field.to_owned()))
+            .or_insert(0) += 1;
+    }
+
+    pub(crate) fn forget_hold(&self, name: &str, field: &str) {
+        let mut holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (name.to_owned(), field.to_owned());
+        if let Some(count) = holds.get_mut(&key) {
+            *count -= 1;
+            if *count == 0 {
+                holds.remove(&key);
+            }
+        }
+    }
+
+    fn known_holds(&self, name: &str, field: &str) -> u32 {
+        let holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
+        holds
+            .get(&(name.to_owned(), field.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// Takes locks from one backend: the entry point of the API.
+///
+/// Cheap to clone (all clones share one watchdog and one set of notification subscriptions).
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use lock_core::{LockOptions, Locker, MemoryBackend};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lock_core::Error> {
+/// let locker = Locker::new(MemoryBackend::new());
+///
+/// // Wait as long as it takes; the watchdog keeps the lock while the guard lives.
+/// let guard = locker.lock("invoice:7").await?;
+///
+/// // Another owner does not wait at all...
+/// let other = lock_core::Owner::new();
+/// let busy = locker.lock_with("invoice:7", &LockOptions::new().no_wait().owner(other)).await?;
+/// assert!(busy.is_none());
+/// drop(guard);
+///
+/// // ...or waits at most 2 s for a lock that expires on its own after 10 s.
+/// let options = LockOptions::new().wait(Duration::from_secs(2)).lease(Duration::from_secs(10));
+/// let guard = locker.lock_with("invoice:7", &options.owner(other)).await?;
+/// assert!(guard.is_some());
+/// # Ok(())
+/// # }
+/// ```
+pub struct Locker<B: LockBackend> {
+    inner: Arc<LockerInner<B>>,
+}
+
+impl<B: LockBackend> Clone for Locker<B> {
+    fn clone(&self) -> Self {
+        Locker {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<B: LockBackend> std::fmt::Debug for Locker<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Locker")
+            .field("client_id", &self.inner.backend.client_id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Hands a consumed release notification to the next local waiter when a woken waiter goes away
+/// (cancelled or failed) before using it.
+struct Waiting {
+    watch: ReleaseWatch,
+    woken: bool,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if self.woken {
+            self.watch.pass_on();
+        }
+    }
+}
+
+impl<B: LockBackend> Locker<B> {
+    /// A locker over `backend`.
+    #[must_use]
+    pub fn new(backend: B) -> Self {
+        Self::from_arc(Arc::new(backend))
+    }
+
+    /// A locker over a shared backend.
+    #[must_use]
+    pub fn from_arc(backend: Arc<B>) -> Self {
+        Locker {
+            inner: Arc::new(LockerInner {
+                watchdog: Watchdog::new(backend.clone()),
+                backend,
+                holds: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The backend.
+    #[must_use]
+    pub fn backend(&self) -> &B {
+        &self.inner.backend
+    }
+
+    /// Takes the lock, waiting as long as it takes, in watchdog mode (30 s lease renewed every
+    /// 10 s), owned by the current task: locking it again from the same task re-enters.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidName`] before any I/O; backend errors. Waiting is never an error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future while it waits leaves nothing behind (its notification registration is
+    /// dropped, a release it consumed is passed to the next waiter). Dropping it while an acquire
+    /// is in flight may leave a hold that the store applied; no watchdog renews it, so it expires
+    /// within its lease.
+    pub async fn lock(&self, name: &str) -> Result<LockGuard<B>> {
+        let guard = self.lock_with(name, &LockOptions::new()).await?;
+        Ok(guard.expect("waiting forever only ends with the lock or an error"))
+    }
+
+    /// One attempt, no waiting: `Ok(None)` when someone else holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`Locker::lock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Locker::lock`] while the attempt is in flight.
+    pub async fn try_lock(&self, name: &str) -> Result<Option<LockGuard<B>>> {
+        self.lock_with(name, &LockOptions::new().no_wait()).await
+    }
+
+    /// Takes the lock with explicit options: wait deadline, fixed lease or watchdog, owner,
+    /// fencing token. Returns `Ok(None)` when the wait ends without the lock.
+    ///
+    /// Waiting follows one rule: register for release notifications, then try, then wait for a
+    /// notification, a timer capped by the holder's remaining lease, or the deadline, whichever
+    /// comes first; repeat. The first attempt is made before registering, so an uncontended lock
+    /// costs one round trip.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidName`] and [`crate::Error::InvalidOptions`] before any I/O; backend
+    /// errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Locker::lock`].
+    pub async fn lock_with(&self, name: &str, options: &LockOptions) -> Result<Option<LockGuard<B>>> {
+        self.inner.backend.check_name(name)?;
+        options.validate()?;
+        let owner = options
+            .explicit_owner()
+            .copied()
+            .unwrap_or_else(Owner::current);
+        let field = owner.field(self.inner.backend.client_id());
+        let deadline = match options.wait_policy() {
+            Wait::Upto(wait) => Some(Instant::now() + wait),
+            Wait::No | Wait::Forever => None,
+        };
+        let no_wait = options.wait_policy() == Wait::No;
+        let lease = options.lease_mode();
+        let request = AcquireRequest {
+            name,
+            owner: &field,
+            lease: lease.duration(),
+            fencing: options.wants_fencing(),
+        };
+
+        // Fast path: an uncontended lock costs one round trip and no registration.
+        let sent_at = Instant::now();
+        if let AcquireOutcome::Acquired(grant) = self.attempt(request).await? {
+            return Ok(Some(self.make_guard(name, owner, field, lease, grant, sent_at)));
+        }
+        if no_wait || deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            return Ok(None);
+        }
+        let register = self.inner.backend.watch_releases(name);
+        let watch = match deadline {
+            Some(deadline) => match tokio::time::timeout_at(deadline, register).await {
+                Ok(watch) => watch?,
+                Err(_) => return Ok(None),
+            },
+            None => register.await?,
+        };
+        let mut waiting = Waiting {
+            watch,
+            woken: false,
+        };
+        loop {
+            // Arm the notification before the attempt, so a release between the attempt and the
+            // wait still wakes the wait.
+            let mut notified = pin!(waiting.watch.notified());
+            if let Some(notified) = notified.as_mut().as_pin_mut() {
+                notified.enable();
+            }
+            let sent_at = Instant::now();
+            let outcome = self.attempt(request).await?;
+            waiting.woken = false;
+            let ttl = match outcome {
+                AcquireOutcome::Acquired(grant) => {
+                    return Ok(Some(self.make_guard(name, owner, field, lease, grant, sent_at)));
+                }
+                AcquireOutcome::Held { ttl } => ttl,
+            };
+            let now = Instant::now();
+            if deadline.is_some_and(|deadline| now >= deadline) {
+                return Ok(None);
+            }
+            let mut sleep_for = ttl.unwrap_or(RECHECK_WITHOUT_TTL);
+            if let Some(every) = waiting.watch.poll_interval() {
+                sleep_for = sleep_for.min(jittered(every));
+            }
+            let mut wake_at = now + sleep_for.max(Duration::from_millis(1));
+            if let Some(deadline) = deadline {
+                wake_at = wake_at.min(deadline);
+            }
+            match notified.as_pin_mut() {
+                Some(notified) => {
+                    tokio::select! {
+                        () = notified => waiting.woken = true,
+                        () = tokio::time::sleep_until(wake_at) => {}
+                    }
+                }
+                None => tokio::time::sleep_until(wake_at).await,
+            }
+        }
+    }
+
+    /// One acquire; after an outcome the store may or may not have applied, it tells the store to
+    /// keep exactly the holds this process knows of, so an unseen grant does not linger.
+    async fn attempt(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+        let backend = &self.inner.backend;
+        match backend.try_acquire(request).await {
+            Err(error) if error.is_ambiguous() => {
+                let keep = self.inner.known_holds(request.name, request.owner);
+                if let Err(cleanup) = backend.abandon(request.name, request.owner, keep).await {
+                    tracing::warn!(%cleanup, name = request.name, "could not undo an acquire of unknown outcome; it expires with its lease");
+                }
+                Err(error)
+            }
+            other => other,
+        }
+    }
+
+    fn make_guard(
+        &self,
+        name: &str,
+        owner: Owner,
+        field: String,
+        lease: Lease,
+        grant: Grant,
+        sent_at: Instant,
+    ) -> LockGuard<B> {
+        let valid_until = sent_at + lease.duration();
+        let (status, _) = watch::channel(LeaseStatus {
+            valid_until,
+            lost: None,
+        });
+        let watchdog_id = match lease {
+            Lease::Watchdog { lease, max_hold } => Some(self.inner.watchdog.register(
+                WatchedLease {
+                    name: name.to_owned(),
+                    owner: field.clone(),
+                    lease,
+                    valid_until,
+                    stop_at: max_hold.map(|max_hold| sent_at + max_hold),
+                    status: status.clone(),
+                },
+                sent_at,
+            )),
+            Lease::Fixed(_) => None,
+        };
+        self.inner.note_hold(name, &field);
+        LockGuard::new(GuardParts {
+            locker: self.inner.clone(),
+            name: name.to_owned(),
+            owner,
+            field,
+            lease: lease.duration(),
+            hold_count: grant.hold_count,
+            fencing_token: grant.fencing_token,
+            status,
+            watchdog_id,
+        })
+    }
+
+    /// Gives back one hold of `owner` without a guard (for example for a hold taken by a process
+    /// that knew the owner's holder id). Returns [`ReleaseOutcome::NotHeld`] and changes nothing
+    /// when `owner` does not hold the lock.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidName`] before any I/O; backend errors.
+    pub async fn unlock(&self, name: &str, owner: Owner) -> Result<ReleaseOutcome> {
+        self.inner.backend.check_name(name)?;
+        let field = owner.field(self.inner.backend.client_id());
+        self.inner
+            .backend
+            .release(name, &field, crate::options::DEFAULT_WATCHDOG_LEASE)
+            .await
+    }
+
+    /// Deletes the lock whoever holds it and wakes its waiters. Returns whether it was held.
+    /// Holders find out through [`LockGuard::lost`] at their next renewal.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidName`] before any I/O; backend errors.
+    pub async fn force_unlock(&self, name: &str) -> Result<bool> {
+        self.inner.backend.check_name(name)?;
+        self.inner.backend.force_release(name).await
+    }
+
+    /// Reads who holds the lock, how many times, and for how long still.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidName`] before any I/O; backend errors.
+    pub async fn state(&self, name: &str) -> Result<LockState> {
+        self.inner.backend.check_name(name)?;
+        self.inner.backend.inspect(name).await
+    }
+
+    /// Whether anyone holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`Locker::state`].
+    pub async fn is_locked(&self, name: &str) -> Result<bool> {
+        Ok(self.state(name).await?.is_locked())
+    }
+}
+
+/// `every` plus or minus up to a quarter, so pollers of one lock spread out.
+fn jittered(every: Duration) -> Duration {
+    let quarter = every / 4;
+    let offset = rand::rng().random_range(Duration::ZERO..=quarter * 2);
+    every - quarter + offset
+}

@@ -1,0 +1,242 @@
+//! An in-memory backend with real expiry, for unit tests of code that takes locks.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::backend::{
+    AcquireOutcome, AcquireRequest, Grant, LockBackend, LockState, ReleaseOutcome, Renewal,
+};
+use crate::error::Result;
+use crate::notify::{ReleaseHub, ReleaseWatch};
+
+#[derive(Default)]
+struct Held {
+    holders: HashMap<String, u32>,
+    expires_at: Option<Instant>,
+}
+
+#[derive(Default)]
+struct Tables {
+    locks: HashMap<String, Held>,
+    fencing: HashMap<String, u64>,
+}
+
+struct Store {
+    tables: Mutex<Tables>,
+    hub: ReleaseHub,
+}
+
+/// A lock store in process memory with the same semantics as the Redis backend: reentrant hold
+/// counts, leases that really expire (on tokio's clock, so paused-time tests work), fencing
+/// counters and release notifications.
+///
+/// [`MemoryBackend::new_client`] gives another client (its own client id) of the same store, to
+/// play several processes in one test.
+///
+/// # Example
+///
+/// ```
+/// use lock_core::{Locker, MemoryBackend};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lock_core::Error> {
+/// let store = MemoryBackend::new();
+/// let process_a = Locker::new(store.clone());
+/// let process_b = Locker::new(store.new_client());
+/// let held = process_a.lock("job").await?;
+/// assert!(process_b.try_lock("job").await?.is_none());
+/// drop(held);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct MemoryBackend {
+    client_id: String,
+    store: Arc<Store>,
+}
+
+impl std::fmt::Debug for MemoryBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryBackend")
+            .field("client_id", &self.client_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryBackend {
+    /// A new, empty store with one client.
+    #[must_use]
+    pub fn new() -> Self {
+        MemoryBackend {
+            client_id: uuid::Uuid::new_v4().to_string(),
+            store: Arc::new(Store {
+                tables: Mutex::new(Tables::default()),
+                hub: ReleaseHub::new(),
+            }),
+        }
+    }
+
+    /// Another client of the same store, with its own client id.
+    #[must_use]
+    pub fn new_client(&self) -> Self {
+        MemoryBackend {
+            client_id: uuid::Uuid::new_v4().to_string(),
+            store: self.store.clone(),
+        }
+    }
+
+    /// Whether any lock (live or not yet collected) or fencing counter exists for `name`.
+    #[must_use]
+    pub fn has_lock(&self, name: &str) -> bool {
+        let mut tables = self.tables();
+        live(&mut tables.locks, name).is_some()
+    }
+
+    fn tables(&self) -> std::sync::MutexGuard<'_, Tables> {
+        self.store.tables.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The entry for `name` if it exists and has not expired; an expired one is removed.
+fn live<'a>(locks: &'a mut HashMap<String, Held>, name: &str) -> Option<&'a mut Held> {
+    let expired = locks
+        .get(name)
+        .is_some_and(|held| held.expires_at.is_some_and(|at| at <= Instant::now()));
+    if expired {
+        locks.remove(name);
+    }
+    locks.get_mut(name)
+}
+
+impl LockBackend for MemoryBackend {
+    fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+        let mut tables = self.tables();
+        let now = Instant::now();
+        if let Some(held) = live(&mut tables.locks, request.name)
+            && !held.holders.contains_key(request.owner)
+        {
+            let ttl = held.expires_at.map(|at| at.saturating_duration_since(now));
+            return Ok(AcquireOutcome::Held { ttl });
+        }
+        let held = tables.locks.entry(request.name.to_owned()).or_default();
+        let count = held.holders.entry(request.owner.to_owned()).or_insert(0);
+        *count += 1;
+        let hold_count = *count;
+        held.expires_at = Some(now + request.lease);
+        let fencing_token = request.fencing.then(|| {
+            let token = tables.fencing.entry(request.name.to_owned()).or_insert(0);
+            *token += 1;
+            *token
+        });
+        Ok(AcquireOutcome::Acquired(Grant {
+            hold_count,
+            fencing_token,
+        }))
+    }
+
+    async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
+        let mut tables = self.tables();
+        let Some(held) = live(&mut tables.locks, name) else {
+            return Ok(ReleaseOutcome::NotHeld);
+        };
+        let Some(count) = held.holders.get_mut(owner) else {
+            return Ok(ReleaseOutcome::NotHeld);
+        };
+        *count -= 1;
+        if *count > 0 {
+            let hold_count = *count;
+            held.expires_at = Some(Instant::now() + lease);
+            return Ok(ReleaseOutcome::StillHeld { hold_count });
+        }
+        tables.locks.remove(name);
+        drop(tables);
+        self.store.hub.notify_released(name);
+        Ok(ReleaseOutcome::Released)
+    }
+
+    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<bool>> {
+        let mut tables = self.tables();
+        let now = Instant::now();
+        Ok(renewals
+            .iter()
+            .map(|renewal| match live(&mut tables.locks, renewal.name) {
+                Some(held) if held.holders.contains_key(renewal.owner) => {
+                    held.expires_at = Some(now + renewal.lease);
+                    true
+                }
+                _ => false,
+            })
+            .collect())
+    }
+
+    async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
+        let mut tables = self.tables();
+        let Some(held) = live(&mut tables.locks, name) else {
+            return Ok(());
+        };
+        match held.holders.get_mut(owner) {
+            Some(count) if *count > keep => {
+                if keep > 0 {
+                    *count = keep;
+                    return Ok(());
+                }
+                held.holders.remove(owner);
+            }
+            _ => return Ok(()),
+        }
+        if held.holders.is_empty() {
+            tables.locks.remove(name);
+            drop(tables);
+            self.store.hub.notify_released(name);
+        }
+        Ok(())
+    }
+
+    async fn force_release(&self, name: &str) -> Result<bool> {
+        let mut tables = self.tables();
+        let existed = live(&mut tables.locks, name).is_some();
+        tables.locks.remove(name);
+        drop(tables);
+        if existed {
+            self.store.hub.notify_released(name);
+        }
+        Ok(existed)
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockState> {
+        let mut tables = self.tables();
+        let now = Instant::now();
+        Ok(match live(&mut tables.locks, name) {
+            Some(held) => {
+                let mut holders: Vec<(String, u32)> = held
+                    .holders
+                    .iter()
+                    .map(|(owner, count)| (owner.clone(), *count))
+                    .collect();
+                holders.sort();
+                LockState::new(
+                    holders,
+                    held.expires_at.map(|at| at.saturating_duration_since(now)),
+                )
+            }
+            None => LockState::default(),
+        })
+    }
+
+    async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
+        Ok(self.store.hub.watch(name))
+    }
+}

@@ -1,0 +1,302 @@
+//! Release notifications shared by the local waiters of one backend.
+//!
+//! Waiters for the same lock name share one [`ReleaseWatch`] topic; the backend subscribes on the
+//! server once per topic and is told by the idle hook when the last local waiter has gone. A
+//! release wakes **one** local waiter (the one that can then take the lock), so a release never
+//! stampedes every waiting task at once; a lost notification connection wakes all of them to
+//! retry, since releases may have been missed.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::{Notify, OnceCell, futures::Notified};
+
+use crate::error::Result;
+
+type IdleHook = Box<dyn Fn(&str) + Send + Sync>;
+
+struct HubInner {
+    topics: Mutex<HashMap<String, Weak<Topic>>>,
+    on_idle: IdleHook,
+}
+
+struct Topic {
+    name: String,
+    notify: Notify,
+    subscribed: OnceCell<()>,
+    hub: Weak<HubInner>,
+}
+
+impl Drop for Topic {
+    fn drop(&mut self) {
+        let Some(hub) = self.hub.upgrade() else {
+            return;
+        };
+        let mut topics = hub.topics.lock().unwrap_or_else(|e| e.into_inner());
+        // A new topic for the same name may already have replaced this one; only remove our own.
+        if topics
+            .get(&self.name)
+            .is_some_and(|weak| std::ptr::eq(weak.as_ptr(), self))
+        {
+            topics.remove(&self.name);
+        }
+        drop(topics);
+        if self.subscribed.initialized() {
+            (hub.on_idle)(&self.name);
+        }
+    }
+}
+
+/// The registry of watched lock names of one backend instance.
+///
+/// Backends that deliver release notifications create one hub, hand out watches from
+/// [`ReleaseHub::watch`] in `watch_releases`, and call [`ReleaseHub::notify_released`] when a
+/// release message arrives and [`ReleaseHub::wake_all`] when the notification connection was lost.
+///
+/// # Example
+///
+/// ```
+/// use lock_core::ReleaseHub;
+///
+/// # tokio_test_block_on(async {
+/// let hub = ReleaseHub::new();
+/// let watch = hub.watch("orders:42");
+/// watch.ensure_subscribed(|| async { Ok(()) }).await.unwrap(); // e.g. SUBSCRIBE on the server
+/// hub.notify_released("orders:42");
+/// watch.wait_released().await; // returns at once: the release above left a permit
+/// # });
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct ReleaseHub {
+    inner: Arc<HubInner>,
+}
+
+impl Default for ReleaseHub {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for ReleaseHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReleaseHub")
+            .field("watched", &self.watched_count())
+            .finish()
+    }
+}
+
+impl ReleaseHub {
+    /// A hub without server subscriptions to manage (for stores that notify in-process).
+    #[must_use]
+    pub fn new() -> Self {
+        Self::with_idle_hook(|_| {})
+    }
+
+    /// A hub that calls `on_idle(name)` when the last watch of a subscribed name is dropped, so the
+    /// backend can unsubscribe on the server. The hook runs inside `Drop`: it must not block
+    /// (send a message to a task instead).
+    #[must_use]
+    pub fn with_idle_hook(on_idle: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        ReleaseHub {
+            inner: Arc::new(HubInner {
+                topics: Mutex::new(HashMap::new()),
+                on_idle: Box::new(on_idle),
+            }),
+        }
+    }
+
+    /// A watch on `name`, shared with every other live watch on the same name.
+    #[must_use]
+    pub fn watch(&self, name: &str) -> ReleaseWatch {
+        let mut topics = self.inner.topics.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(topic) = topics.get(name).and_then(Weak::upgrade) {
+            return ReleaseWatch {
+                source: Source::Topic(topic),
+            };
+        }
+        let topic = Arc::new(Topic {
+            name: name.to_owned(),
+            notify: Notify::new(),
+            subscribed: OnceCell::new(),
+            hub: Arc::downgrade(&self.inner),
+        });
+        topics.insert(name.to_owned(), Arc::downgrade(&topic));
+        ReleaseWatch {
+            source: Source::Topic(topic),
+        }
+    }
+
+    /// Delivers a release of `name`: wakes one local waiter, or leaves a permit for the next one.
+    pub fn notify_released(&self, name: &str) {
+        let topic = {
+            let topics = self.inner.topics.lock().unwrap_or_else(|e| e.into_inner());
+            topics.get(name).and_then(Weak::upgrade)
+        };
+        if let Some(topic) = topic {
+            topic.notify.notify_one();
+        }
+    }
+
+    /// Wakes every waiter of every name, to retry: used when notifications may have been lost.
+    pub fn wake_all(&self) {
+        let topics: Vec<Arc<Topic>> = {
+            let topics = self.inner.topics.lock().unwrap_or_else(|e| e.into_inner());
+            topics.values().filter_map(Weak::upgrade).collect()
+        };
+        for topic in topics {
+            topic.notify.notify_waiters();
+            // A waiter between its attempt and its wait also has to retry.
+            topic.notify.notify_one();
+        }
+    }
+
+    /// How many names have live watches.
+    #[must_use]
+    pub fn watched_count(&self) -> usize {
+        let topics = self.inner.topics.lock().unwrap_or_else(|e| e.into_inner());
+        topics.values().filter(|weak| weak.strong_count() > 0).count()
+    }
+}
+
+enum Source {
+    Topic(Arc<Topic>),
+    Polling(Duration),
+}
+
+/// A registration for the release notifications of one lock name.
+///
+/// Held by a waiter while it waits; dropping the last watch of a name lets the backend
+/// unsubscribe. A watch made with [`ReleaseWatch::polling`] never fires: the waiter re-checks on a
+/// timer instead (for stores without notifications).
+pub struct ReleaseWatch {
+    source: Source,
+}
+
+impl std::fmt::Debug for ReleaseWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.source {
+            Source::Topic(topic) => write!(f, "ReleaseWatch({:?})", topic.name),
+            Source::Polling(every) => write!(f, "ReleaseWatch(polling every {every:?})"),
+        }
+    }
+}
+
+impl ReleaseWatch {
+    /// A watch without notifications: waiters re-check the lock about every `interval` (with
+    /// jitter), and never later than the holder's remaining lease.
+    #[must_use]
+    pub fn polling(interval: Duration) -> Self {
+        ReleaseWatch {
+            source: Source::Polling(interval),
+        }
+    }
+
+    /// The polling interval, for a watch without notifications.
+    #[must_use]
+    pub fn poll_interval(&self) -> Option<Duration> {
+        match self.source {
+            Source::Polling(interval) => Some(interval),
+            Source::Topic(_) => None,
+        }
+    }
+
+    /// Runs `subscribe` once for the lifetime of this name's shared topic; concurrent callers
+    /// wait for the one running it. After a failure the next caller tries again.
+    ///
+    /// # Errors
+    ///
+    /// Whatever `subscribe` returns.
+    pub async fn ensure_subscribed<F, Fut>(&self, subscribe: F) -> Result<()>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<()>>,
+    {
+        match &self.source {
+            Source::Topic(topic) => topic.subscribed.get_or_try_init(subscribe).await.map(|_| ()),
+            Source::Polling(_) => Ok(()),
+        }
+    }
+
+    /// A future that completes at the next release of this name. Create it **before** the attempt
+    /// whose failure makes you wait, so a release between the two is not missed.
+    pub(crate) fn notified(&self) -> Option<Notified<'_>> {
+        match &self.source {
+            Source::Topic(topic) => Some(topic.notify.notified()),
+            Source::Polling(_) => None,
+        }
+    }
+
+    /// Hands a consumed release to the next local waiter (a woken waiter went away unused).
+    pub(crate) fn pass_on(&self) {
+        if let Source::Topic(topic) = &self.source {
+            topic.notify.notify_one();
+        }
+    }
+
+    /// Waits for the next release of this name (never returns for a polling watch).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe; a release that arrives while nobody waits is kept for the next waiter.
+    pub async fn wait_released(&self) {
+        match self.notified() {
+            Some(notified) => notified.await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test]
+    async fn watches_share_a_topic_and_the_idle_hook_runs_once() {
+        let idle = Arc::new(AtomicUsize::new(0));
+        let counter = idle.clone();
+        let hub = ReleaseHub::with_idle_hook(move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        let subscribes = AtomicUsize::new(0);
+        let a = hub.watch("x");
+        let b = hub.watch("x");
+        for watch in [&a, &b] {
+            watch
+                .ensure_subscribed(|| async {
+                    subscribes.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                })
+                .await
+                .unwrap();
+        }
+        assert_eq!(subscribes.load(Ordering::SeqCst), 1);
+        assert_eq!(hub.watched_count(), 1);
+        drop(a);
+        assert_eq!(idle.load(Ordering::SeqCst), 0);
+        drop(b);
+        assert_eq!(idle.load(Ordering::SeqCst), 1);
+        assert_eq!(hub.watched_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_release_wakes_one_waiter() {
+        let hub = ReleaseHub::new();
+        let watch = hub.watch("x");
+        let first = watch.notified().unwrap();
+        let second = watch.notified().unwrap();
+        tokio::pin!(first, second);
+        first.as_mut().enable();
+        second.as_mut().enable();
+        hub.notify_released("x");
+        assert!(futures_util::poll!(first.as_mut()).is_ready());
+        assert!(futures_util::poll!(second.as_mut()).is_pending());
+        hub.wake_all();
+        assert!(futures_util::poll!(second.as_mut()).is_ready());
+    }
+}

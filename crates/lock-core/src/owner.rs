@@ -1,0 +1,129 @@
+//! Who holds a lock: the holder half of the owner field.
+//!
+//! On the server a holder is written as `<client id>:<holder id>`, where the client id is a UUID
+//! made per backend instance and the holder id is a decimal integer. Redisson uses the JVM thread
+//! id there; in async Rust a task moves between threads, so the default holder is the current
+//! **tokio task**, and an explicit [`Owner`] can be made for anything else (a request, a job, a
+//! group of tasks that should share reentrancy).
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Explicit owners count up from here, far above any tokio task id (task ids count up from 1),
+/// so the two kinds of holder ids never meet on the server.
+const EXPLICIT_OWNER_BASE: u64 = 1 << 62;
+
+static NEXT_EXPLICIT_OWNER: AtomicU64 = AtomicU64::new(EXPLICIT_OWNER_BASE);
+
+thread_local! {
+    // Code outside any tokio task (for example inside `Runtime::block_on`) gets one owner per OS
+    // thread, which is what Redisson would do.
+    static THREAD_OWNER: Owner = Owner::new();
+}
+
+/// The holder of a lock, for reentrancy: the same owner locking the same name again re-enters
+/// (the hold count goes up); a different owner waits.
+///
+/// A guard carries its owner, so a guard released from another task or thread releases the right
+/// hold.
+///
+/// # Example
+///
+/// ```
+/// use lock_core::Owner;
+///
+/// let job = Owner::new();
+/// let same_job = job.clone();
+/// assert_eq!(job, same_job);
+/// assert_ne!(job, Owner::new());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Owner {
+    holder: u64,
+}
+
+impl Owner {
+    /// A new owner, distinct from every task and every other `Owner::new()` in this process.
+    #[must_use]
+    pub fn new() -> Owner {
+        Owner {
+            holder: NEXT_EXPLICIT_OWNER.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// The owner that `lock(name)` uses: the current tokio task, or the current OS thread when
+    /// called outside any task.
+    ///
+    /// Tokio task ids come from a process-wide counter, so a finished task's id is not handed to
+    /// a new task in practice; still, a guard that outlives its task is best released explicitly.
+    #[must_use]
+    pub fn current() -> Owner {
+        match tokio::task::try_id() {
+            Some(id) => Owner {
+                // Task ids display as their decimal value; parsing it back is the only stable way
+                // to read the number.
+                holder: id.to_string().parse().unwrap_or_else(|_| Owner::new().holder),
+            },
+            None => THREAD_OWNER.with(|owner| *owner),
+        }
+    }
+
+    /// Builds an owner from a holder id, to act for a holder known by number (for example to
+    /// release a lock left by a holder that crashed, or to share a lock with a Java service).
+    #[must_use]
+    pub fn from_holder_id(holder: u64) -> Owner {
+        Owner { holder }
+    }
+
+    /// The holder id written after the client id in the owner field.
+    #[must_use]
+    pub fn holder_id(&self) -> u64 {
+        self.holder
+    }
+
+    /// The owner field as stored on the server: `<client id>:<holder id>`.
+    #[must_use]
+    pub fn field(&self, client_id: &str) -> String {
+        format!("{client_id}:{}", self.holder)
+    }
+}
+
+impl Default for Owner {
+    fn default() -> Self {
+        Owner::new()
+    }
+}
+
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.holder)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn current_is_stable_within_a_task_and_differs_across_tasks() {
+        let here = Owner::current();
+        assert_eq!(here, Owner::current());
+        let there = tokio::spawn(async { Owner::current() }).await.unwrap();
+        assert_ne!(here, there);
+        assert!(here.holder_id() < EXPLICIT_OWNER_BASE);
+    }
+
+    #[test]
+    fn outside_a_task_the_thread_is_the_owner() {
+        let here = Owner::current();
+        assert_eq!(here, Owner::current());
+        let other = std::thread::spawn(Owner::current).join().unwrap();
+        assert_ne!(here, other);
+    }
+
+    #[test]
+    fn field_layout_is_client_colon_holder() {
+        let owner = Owner::from_holder_id(42);
+        assert_eq!(owner.field("c0ffee"), "c0ffee:42");
+    }
+}

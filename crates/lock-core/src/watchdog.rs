@@ -1,0 +1,302 @@
+//! The watchdog: keeps watchdog-mode leases alive while their guards live.
+//!
+//! One task per [`crate::Locker`] renews every registered lease about every lease/3. Leases that
+//! fall due close together are renewed in **one** backend call (on Redis: one script for many
+//! keys), so 10,000 held locks cost a handful of commands per period, not 10,000. A renewal that
+//! fails or times out is retried until the lease's local validity deadline; past it, or when the
+//! store says the lock is no longer ours, the lease is reported lost to the guard and the entry is
+//! dropped. The task exits when nothing is registered and is started again on demand.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use crate::backend::{LockBackend, Renewal};
+
+/// Why a lease was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseLoss {
+    /// The store said the lock is no longer ours (deleted, expired or taken over).
+    NotOurs,
+    /// The validity deadline passed without a confirmed renewal.
+    Expired,
+}
+
+/// What a guard knows about its lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LeaseStatus {
+    /// The lease is ours until at least this instant (measured from the send time of the last
+    /// successful acquire or renewal).
+    pub valid_until: Instant,
+    /// Set once the lease is known to be lost.
+    pub lost: Option<LeaseLoss>,
+}
+
+struct Entry {
+    name: String,
+    owner: String,
+    lease: Duration,
+    due: Instant,
+    valid_until: Instant,
+    stop_at: Option<Instant>,
+    status: watch::Sender<LeaseStatus>,
+}
+
+#[derive(Default)]
+struct Registry {
+    entries: HashMap<u64, Entry>,
+    next_id: u64,
+    running: bool,
+}
+
+struct Shared<B> {
+    backend: Arc<B>,
+    registry: Mutex<Registry>,
+    wake: Notify,
+}
+
+/// The renewal machinery of one locker.
+pub(crate) struct Watchdog<B> {
+    shared: Arc<Shared<B>>,
+}
+
+/// A lease handed to the watchdog.
+pub(crate) struct WatchedLease {
+    pub name: String,
+    pub owner: String,
+    pub lease: Duration,
+    pub valid_until: Instant,
+    pub stop_at: Option<Instant>,
+    pub status: watch::Sender<LeaseStatus>,
+}
+
+fn renew_period(lease: Duration) -> Duration {
+    lease / 3
+}
+
+/// Renewals due this close to now are sent in the same batch as the ones due now.
+fn batching_slack(lease: Duration) -> Duration {
+    renew_period(lease) / 4
+}
+
+fn retry_delay(lease: Duration) -> Duration {
+    (renew_period(lease) / 4).clamp(Duration::from_millis(2), Duration::from_secs(1))
+}
+
+impl<B: LockBackend> Watchdog<B> {
+    pub fn new(backend: Arc<B>) -> Self {
+        Watchdog {
+            shared: Arc::new(Shared {
+                backend,
+                registry: Mutex::new(Registry::default()),
+                wake: Notify::new(),
+            }),
+        }
+    }
+
+    /// Starts renewing a lease; returns the id to unregister it with.
+    pub fn register(&self, lease: WatchedLease, acquired_at: Instant) -> u64 {
+        let mut registry = self.lock_registry();
+        let id = registry.next_id;
+        registry.next_id += 1;
+        registry.entries.insert(
+            id,
+            Entry {
+                due: acquired_at + renew_period(lease.lease),
+                name: lease.name,
+                owner: lease.owner,
+                lease: lease.lease,
+                valid_until: lease.valid_until,
+                stop_at: lease.stop_at,
+                status: lease.status,
+            },
+        );
+        if !registry.running {
+            registry.running = true;
+            tokio::spawn(run(self.shared.clone()));
+        } else {
+            self.shared.wake.notify_one();
+        }
+        id
+    }
+
+    /// Stops renewing a lease. After this returns, no new renewal of it is sent.
+    pub fn unregister(&self, id: u64) {
+        self.lock_registry().entries.remove(&id);
+    }
+
+    /// Changes the lease length of a registered entry (after `extend`).
+    pub fn set_lease(&self, id: u64, lease: Duration, valid_until: Instant, renewed_at: Instant) {
+        if let Some(entry) = self.lock_registry().entries.get_mut(&id) {
+            entry.lease = lease;
+            entry.valid_until = valid_until;
+            entry.due = renewed_at + renew_period(lease);
+        }
+    }
+
+    #[cfg(test)]
+    pub fn registered(&self) -> usize {
+        self.lock_registry().entries.len()
+    }
+
+    fn lock_registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.shared
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+struct Due {
+    id: u64,
+    name: String,
+    owner: String,
+    lease: Duration,
+    valid_until: Instant,
+}
+
+enum Next {
+    Renew(Vec<Due>),
+    SleepUntil(Instant),
+    Stop,
+}
+
+async fn run<B: LockBackend>(shared: Arc<Shared<B>>) {
+    loop {
+        match plan(&shared) {
+            Next::Stop => return,
+            Next::SleepUntil(at) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(at) => {}
+                    () = shared.wake.notified() => {}
+                }
+            }
+            Next::Renew(batch) => renew_batch(&shared, batch).await,
+        }
+    }
+}
+
+/// Looks at the registry once: drops dead entries, and either returns the batch to renew now or
+/// the instant of the next due renewal.
+fn plan<B>(shared: &Shared<B>) -> Next {
+    let mut registry = shared.registry.lock().unwrap_or_else(|e| e.into_inner());
+    let now = Instant::now();
+    let mut batch = Vec::new();
+    let mut next_due: Option<Instant> = None;
+    registry.entries.retain(|&id, entry| {
+        if now >= entry.valid_until {
+            entry.status.send_modify(|s| s.lost = Some(LeaseLoss::Expired));
+            return false;
+        }
+        let mut lease = entry.lease;
+        if let Some(stop_at) = entry.stop_at {
+            // The hold-time cap: the last renewal only reaches up to the cap, then we let go.
+            let left = stop_at.saturating_duration_since(now);
+            if left < crate::options::MIN_LEASE {
+                return false;
+            }
+            lease = lease.min(left);
+        }
+        if entry.due <= now + batching_slack(entry.lease) {
+            batch.push(Due {
+                id,
+                name: entry.name.clone(),
+                owner: entry.owner.clone(),
+                lease,
+                valid_until: entry.valid_until,
+            });
+            // Not due again until the batch reports back.
+            entry.due = entry.valid_until;
+        } else {
+            next_due = Some(next_due.map_or(entry.due, |at| at.min(entry.due)));
+        }
+        true
+    });
+    if !batch.is_empty() {
+        return Next::Renew(batch);
+    }
+    match next_due {
+        Some(at) => Next::SleepUntil(at),
+        None => {
+            registry.running = false;
+            Next::Stop
+        }
+    }
+}
+
+async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
+    let renewals: Vec<Renewal<'_>> = batch
+        .iter()
+        .map(|due| Renewal {
+            name: &due.name,
+            owner: &due.owner,
+            lease: due.lease,
+        })
+        .collect();
+    // Waiting past the earliest validity deadline is pointless: that lease is lost by then.
+    let give_up_at = batch
+        .iter()
+        .map(|due| due.valid_until)
+        .min()
+        .expect("batch is not empty");
+    let sent_at = Instant::now();
+    let result = tokio::time::timeout_at(give_up_at, shared.backend.renew(&renewals)).await;
+    let now = Instant::now();
+
+    let mut registry = shared.registry.lock().unwrap_or_else(|e| e.into_inner());
+    match result {
+        Ok(Ok(still_ours)) if still_ours.len() == batch.len() => {
+            for (due, ours) in batch.iter().zip(still_ours) {
+                let Some(entry) = registry.entries.get_mut(&due.id) else {
+                    continue; // released while the renewal was in flight
+                };
+                if ours {
+                    entry.valid_until = sent_at + due.lease;
+                    entry.due = sent_at + renew_period(entry.lease);
+                    let valid_until = entry.valid_until;
+                    entry.status.send_modify(|s| s.valid_until = valid_until);
+                } else {
+                    entry.status.send_modify(|s| s.lost = Some(LeaseLoss::NotOurs));
+                    registry.entries.remove(&due.id);
+                }
+            }
+        }
+        other => {
+            match other {
+                Ok(Ok(answers)) => tracing::warn!(
+                    expected = batch.len(),
+                    got = answers.len(),
+                    "renewal returned the wrong number of answers; retrying"
+                ),
+                Ok(Err(error)) => tracing::warn!(%error, "lease renewal failed; retrying"),
+                Err(_) => tracing::warn!("lease renewal timed out; retrying"),
+            }
+            for due in &batch {
+                if let Some(entry) = registry.entries.get_mut(&due.id) {
+                    entry.due = now + retry_delay(entry.lease);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods() {
+        let lease = Duration::from_secs(30);
+        assert_eq!(renew_period(lease), Duration::from_secs(10));
+        assert_eq!(batching_slack(lease), Duration::from_millis(2500));
+        assert_eq!(retry_delay(lease), Duration::from_secs(1));
+        assert_eq!(
+            retry_delay(Duration::from_millis(10)),
+            Duration::from_millis(2)
+        );
+    }
+}

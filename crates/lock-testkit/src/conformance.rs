@@ -1,0 +1,468 @@
+//! The conformance suite: behaviour every lock backend must show, runnable against any backend,
+//! including your own.
+//!
+//! Implement [`Harness`] (how to make a new client of the store under test, as another process
+//! would), then generate one test per case with [`conformance_tests!`](crate::conformance_tests):
+//!
+//! ```
+//! use lock_core::MemoryBackend;
+//! use lock_testkit::conformance::Harness;
+//!
+//! struct Memory(MemoryBackend);
+//!
+//! impl Harness for Memory {
+//!     type Backend = MemoryBackend;
+//!     async fn client(&self) -> MemoryBackend {
+//!         self.0.new_client()
+//!     }
+//! }
+//!
+//! lock_testkit::conformance_tests!(Memory(MemoryBackend::new()));
+//! # fn main() {}
+//! ```
+//!
+//! Every case uses fresh lock names, so the cases may share one store. Timings are generous (the
+//! suite checks behaviour, not speed) but a case that should finish quickly fails if it waits for
+//! a lease to run out instead.
+
+use std::future::Future;
+use std::time::Duration;
+
+use lock_core::{Error, LeaseLoss, LockBackend, LockOptions, Locker, Owner, ReleaseOutcome};
+use tokio::time::{Instant, sleep, timeout};
+
+/// How a conformance test reaches the store under test.
+pub trait Harness: Send + Sync + 'static {
+    /// The backend under test.
+    type Backend: LockBackend;
+
+    /// A new client of the store: its own client id and, for networked stores, its own
+    /// connections, like another process would have.
+    fn client(&self) -> impl Future<Output = Self::Backend> + Send;
+}
+
+/// A lock name no other case uses.
+#[must_use]
+pub fn fresh_name(case: &str) -> String {
+    format!("conformance:{case}:{}", uuid_like())
+}
+
+fn uuid_like() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{}-{nanos:x}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+async fn two_clients<H: Harness>(harness: &H) -> (Locker<H::Backend>, Locker<H::Backend>) {
+    (
+        Locker::new(harness.client().await),
+        Locker::new(harness.client().await),
+    )
+}
+
+const LONG_LEASE: Duration = Duration::from_secs(20);
+
+/// Two clients never hold one lock at once, and neither do two owners of one client.
+pub async fn exclusion_between_owners<H: Harness>(harness: &H) {
+    let (a, b) = two_clients(harness).await;
+    let name = fresh_name("exclusion");
+    let held = a.lock(&name).await.expect("lock");
+    assert!(b.try_lock(&name).await.expect("try_lock").is_none());
+    let other_owner = LockOptions::new().no_wait().owner(Owner::new());
+    assert!(a.lock_with(&name, &other_owner).await.expect("lock_with").is_none());
+    assert_eq!(held.release().await.expect("release"), ReleaseOutcome::Released);
+    let now_b = b.try_lock(&name).await.expect("try_lock").expect("free after release");
+    assert_eq!(now_b.release().await.expect("release"), ReleaseOutcome::Released);
+}
+
+/// The same owner re-enters; each release gives back one hold.
+pub async fn reentrant_counts<H: Harness>(harness: &H) {
+    let locker = Locker::new(harness.client().await);
+    let name = fresh_name("reentrant");
+    let first = locker.lock(&name).await.expect("lock");
+    let second = locker.lock(&name).await.expect("re-enter");
+    let third = locker.try_lock(&name).await.expect("try").expect("re-enter");
+    assert_eq!(
+        (first.hold_count(), second.hold_count(), third.hold_count()),
+        (1, 2, 3)
+    );
+    let state = locker.state(&name).await.expect("state");
+    assert_eq!(state.hold_count(first.owner_field()), 3);
+    assert_eq!(state.holders.len(), 1);
+    assert_eq!(
+        third.release().await.expect("release"),
+        ReleaseOutcome::StillHeld { hold_count: 2 }
+    );
+    assert_eq!(
+        second.release().await.expect("release"),
+        ReleaseOutcome::StillHeld { hold_count: 1 }
+    );
+    assert!(locker.is_locked(&name).await.expect("state"));
+    assert_eq!(first.release().await.expect("release"), ReleaseOutcome::Released);
+    assert!(!locker.is_locked(&name).await.expect("state"));
+}
+
+/// A release by someone who does not hold the lock is refused and changes nothing.
+pub async fn release_by_non_owner_is_refused<H: Harness>(harness: &H) {
+    let (a, b) = two_clients(harness).await;
+    let name = fresh_name("non-owner");
+    let held = a.lock(&name).await.expect("lock");
+    let before = a.state(&name).await.expect("state");
+    assert_eq!(
+        b.unlock(&name, held.owner()).await.expect("unlock"),
+        ReleaseOutcome::NotHeld,
+        "another client with the same holder id is another owner"
+    );
+    assert_eq!(
+        a.unlock(&name, Owner::new()).await.expect("unlock"),
+        ReleaseOutcome::NotHeld
+    );
+    let after = a.state(&name).await.expect("state");
+    assert_eq!(before.holders, after.holders);
+    assert_eq!(held.release().await.expect("release"), ReleaseOutcome::Released);
+}
+
+/// Double unlock and unlock after expiry report `NotHeld` and change nothing.
+pub async fn double_unlock_and_unlock_after_expiry<H: Harness>(harness: &H) {
+    let (a, b) = two_clients(harness).await;
+    let name = fresh_name("double-unlock");
+    let owner = Owner::new();
+    let options = LockOptions::new().owner(owner).lease(Duration::from_millis(300));
+    let held = a.lock_with(&name, &options).await.expect("lock").expect("free");
+    assert_eq!(held.release().await.expect("release"), ReleaseOutcome::Released);
+    assert_eq!(a.unlock(&name, owner).await.expect("unlock"), ReleaseOutcome::NotHeld);
+
+    let held = a.lock_with(&name, &options).await.expect("lock").expect("free");
+    sleep(Duration::from_millis(500)).await;
+    let by_b = b.try_lock(&name).await.expect("try").expect("expired lease frees the lock");
+    assert_eq!(held.release().await.expect("release"), ReleaseOutcome::NotHeld);
+    let state = b.state(&name).await.expect("state");
+    assert_eq!(state.hold_count(by_b.owner_field()), 1, "b's hold is untouched");
+    assert_eq!(by_b.release().await.expect("release"), ReleaseOutcome::Released);
+}
+
+/// A fixed lease expires by itself and `lost()` reports it.
+pub async fn explicit_lease_expires<H: Harness>(harness: &H) {
+    let (a, b) = two_clients(harness).await;
+    let name = fresh_name("lease-expiry");
+    let lease = Duration::from_millis(300);
+    let held = a
+        .lock_with(&name, &LockOptions::new().lease(lease))
+        .await
+        .expect("lock")
+        .expect("free");
+    assert!(!held.is_watchdog());
+    assert!(held.remaining() <= lease);
+    let loss = timeout(Duration::from_secs(3), held.lost())
+        .await
+        .expect("lost() fires when a fixed lease runs out");
+    assert_eq!(loss, LeaseLoss::Expired);
+    sleep(Duration::from_millis(50)).await;
+    let taken = b.try_lock(&name).await.expect("try").expect("lease ran out");
+    drop(held);
+    assert!(taken.release().await.expect("release").was_held());
+}
+
+/// The watchdog keeps a lock well past its lease.
+pub async fn watchdog_keeps_lock_past_lease<H: Harness>(harness: &H) {
+    let (a, b) = two_clients(harness).await;
+    let name = fresh_name("watchdog");
+    let lease = Duration::from_millis(300);
+    let held = a
+        .lock_with(&name, &LockOptions::new().watchdog_lease(lease))
+        .await
+        .expect("lock")
+        .expect("free");
+    assert!(held.is_watchdog());
+    let first_deadline = held.valid_until();
+    sleep(lease * 4).await;
+    assert!(b.try_lock(&name).await.expect("try").is_none(), "still held");
+    assert!(!held.is_lost());
+    assert!(held.valid_until() > first_deadline, "renewals move the deadline");
+    assert_eq!(held.release().await.expect("release"), ReleaseOutcome::Released);
+    sleep(lease * 2).await;
+    assert!(!b.is_locked(&name).await.expect("state"), "no renewal after release");
+}
+
+/// `lost()` fires when the lock is deleted behind the holder's back.
+pub async fn lost_fires_when_key_is_deleted<H: Harness>(harness: &H) {
+    let (a, b) = two_clients(harness).await;
+    let name = fresh_name("lost");
+    let held = a
+        .lock_with(&name, &LockOptions::new().watchdog_lease(Duration::from_millis(300)))
+        .await
+        .expect("lock")
+        .expect("free");
+    assert!(b.force_unlock(&name).await.expect("force"));
+    let loss = timeout(Duration::from_secs(3), held.lost())
+        .await
+        .expect("lost() fires after the key is deleted");
+    assert_eq!(loss, LeaseLoss::NotOurs);
+    assert!(held.is_lost());
+    assert_eq!(held.release().await.expect("release"), ReleaseOutcome::NotHeld);
+}
+
+/// A waiter wakes on the release, not when the holder's (long) lease would have run out.
+pub async fn waiter_is_woken_by_release<H: Harness>(harness: &H) {
+    let (a, b) = two_clients(harness).await;
+    let name = fresh_name("wake");
+    let held = a
+        .lock_with(&name, &LockOptions::new().lease(LONG_LEASE))
+        .await
+        .expect("lock")
+        .expect("free");
+    let waiter = tokio::spawn({
+        let name = name.clone();
+        async move {
+            let got = b.lock(&name).await.expect("lock");
+            (Instant::now(), got.release().await.expect("release"))
+        }
+    });
+    sleep(Duration::from_millis(300)).await;
+    let released_at = Instant::now();
+    assert_eq!(held.release().await.expect("release"), ReleaseOutcome::Released);
+    let (acquired_at, released) = timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("woken long before the 20 s lease ends")
+        .expect("task");
+    assert_eq!(released, ReleaseOutcome::Released);
+    let handoff = acquired_at.duration_since(released_at);
+    assert!(handoff < Duration::from_secs(2), "hand-off took {handoff:?}");
+}
+
+/// Several waiters all get the lock in turn, each woken by the previous release.
+pub async fn waiters_take_turns<H: Harness>(harness: &H) {
+    let name = fresh_name("turns");
+    let first = Locker::new(harness.client().await);
+    let held = first
+        .lock_with(&name, &LockOptions::new().lease(LONG_LEASE))
+        .await
+        .expect("lock")
+        .expect("free");
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let locker = Locker::new(harness.client().await);
+        let name = name.clone();
+        tasks.push(tokio::spawn(async move {
+            let options = LockOptions::new().lease(LONG_LEASE);
+            let guard = locker.lock_with(&name, &options).await.expect("lock").expect("got it");
+            sleep(Duration::from_millis(20)).await;
+            guard.release().await.expect("release")
+        }));
+    }
+    sleep(Duration::from_millis(200)).await;
+    assert!(held.release().await.expect("release").was_held());
+    for task in tasks {
+        let released = timeout(Duration::from_secs(8), task)
+            .await
+            .expect("every waiter gets its turn long before the 20 s lease ends")
+            .expect("task");
+        assert_eq!(released, ReleaseOutcome::Released);
+    }
+}
+
+/// `try_lock` never waits.
+pub async fn try_lock_does_not_wait<H: Harness>(harness: &H) {
+    let (a, b) = two_clients(harness).await;
+    let name = fresh_name("try");
+    let held = a
+        .lock_with(&name, &LockOptions::new().lease(LONG_LEASE))
+        .await
+        .expect("lock")
+        .expect("free");
+    let started = Instant::now();
+    assert!(b.try_lock(&name).await.expect("try").is_none());
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert!(held.release().await.expect("release").was_held());
+}
+
+/// A wait deadline is kept: neither given up early nor overrun.
+pub async fn wait_deadline_is_respected<H: Harness>(harness: &H) {
+    let (a, b) = two_clients(harness).await;
+    let name = fresh_name("deadline");
+    let held = a
+        .lock_with(&name, &LockOptions::new().lease(LONG_LEASE))
+        .await
+        .expect("lock")
+        .expect("free");
+    let wait = Duration::from_millis(400);
+    let started = Instant::now();
+    let got = b
+        .lock_with(&name, &LockOptions::new().wait(wait))
+        .await
+        .expect("lock_with");
+    let waited = started.elapsed();
+    assert!(got.is_none());
+    assert!(waited >= wait, "gave up early, after {waited:?}");
+    assert!(waited < wait + Duration::from_secs(1), "overran: {waited:?}");
+    assert!(held.release().await.expect("release").was_held());
+}
+
+/// A `lock()` future dropped while waiting leaves no hold, and the lock stays usable.
+pub async fn cancelled_lock_leaves_nothing<H: Harness>(harness: &H) {
+    let (a, b) = two_clients(harness).await;
+    let name = fresh_name("cancel");
+    let held = a
+        .lock_with(&name, &LockOptions::new().lease(LONG_LEASE))
+        .await
+        .expect("lock")
+        .expect("free");
+    let cancelled = timeout(Duration::from_millis(300), b.lock(&name)).await;
+    assert!(cancelled.is_err(), "the lock was held: lock() was still waiting");
+    assert!(held.release().await.expect("release").was_held());
+    sleep(Duration::from_millis(100)).await;
+    assert!(!a.is_locked(&name).await.expect("state"), "nothing left behind");
+    // The lock and its notifications still work for the cancelled client.
+    let again = timeout(Duration::from_secs(2), b.lock(&name))
+        .await
+        .expect("free lock is taken at once")
+        .expect("lock");
+    assert!(again.release().await.expect("release").was_held());
+}
+
+/// A dropped guard releases the lock in the background.
+pub async fn dropped_guard_releases<H: Harness>(harness: &H) {
+    let (a, b) = two_clients(harness).await;
+    let name = fresh_name("drop");
+    let held = a.lock(&name).await.expect("lock");
+    drop(held);
+    let got = timeout(
+        Duration::from_secs(3),
+        b.lock_with(&name, &LockOptions::new().wait(Duration::from_secs(3))),
+    )
+    .await
+    .expect("no hang")
+    .expect("lock")
+    .expect("freed by the dropped guard, not by the 30 s lease");
+    assert!(got.release().await.expect("release").was_held());
+}
+
+/// A guard released from another task releases the right hold.
+pub async fn guard_released_from_another_task<H: Harness>(harness: &H) {
+    let locker = Locker::new(harness.client().await);
+    let name = fresh_name("cross-task");
+    let held = locker.lock(&name).await.expect("lock");
+    let outcome = tokio::spawn(async move { held.release().await })
+        .await
+        .expect("task")
+        .expect("release");
+    assert_eq!(outcome, ReleaseOutcome::Released);
+    assert!(!locker.is_locked(&name).await.expect("state"));
+}
+
+/// Fencing tokens strictly increase with every grant of a name.
+pub async fn fencing_tokens_increase<H: Harness>(harness: &H) {
+    let (a, b) = two_clients(harness).await;
+    let name = fresh_name("fencing");
+    let options = LockOptions::new().fencing(true).lease(LONG_LEASE);
+    let mut last = 0;
+    for locker in [&a, &b, &a, &b] {
+        let guard = locker.lock_with(&name, &options).await.expect("lock").expect("free");
+        let token = guard.fencing_token().expect("asked for a token");
+        assert!(token > last, "token {token} after {last}");
+        last = token;
+        assert!(guard.release().await.expect("release").was_held());
+    }
+    let plain = a.lock(&name).await.expect("lock");
+    assert_eq!(plain.fencing_token(), None);
+    assert!(plain.release().await.expect("release").was_held());
+}
+
+/// Bad input gets a typed error, and nothing is held afterwards.
+pub async fn bad_input_is_rejected<H: Harness>(harness: &H) {
+    let locker = Locker::new(harness.client().await);
+    let name = fresh_name("bad-input");
+    let too_long = "x".repeat(lock_core::options::MAX_NAME_LEN + 1);
+    for bad in ["", too_long.as_str()] {
+        assert!(matches!(
+            locker.lock(bad).await,
+            Err(Error::InvalidName { .. })
+        ));
+        assert!(matches!(
+            locker.try_lock(bad).await,
+            Err(Error::InvalidName { .. })
+        ));
+        assert!(matches!(
+            locker.force_unlock(bad).await,
+            Err(Error::InvalidName { .. })
+        ));
+    }
+    for options in [
+        LockOptions::new().lease(Duration::ZERO),
+        LockOptions::new().lease(Duration::from_millis(1)),
+        LockOptions::new().watchdog_lease(Duration::from_secs(400 * 24 * 3600)),
+        LockOptions::new().wait(Duration::ZERO),
+        LockOptions::new().wait(Duration::MAX),
+    ] {
+        let result = locker.lock_with(&name, &options).await;
+        assert!(
+            matches!(result, Err(Error::InvalidOptions { .. })),
+            "{options:?} gave {result:?}"
+        );
+    }
+    assert!(!locker.is_locked(&name).await.expect("state"));
+}
+
+/// Generates one `#[test]` per conformance case for a harness expression.
+///
+/// The expression is evaluated once per test, inside that test's runtime. Tests run on a
+/// two-worker multi-thread tokio runtime.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($harness:expr) => {
+        $crate::conformance_tests!(@cases $harness;
+            exclusion_between_owners,
+            reentrant_counts,
+            release_by_non_owner_is_refused,
+            double_unlock_and_unlock_after_expiry,
+            explicit_lease_expires,
+            watchdog_keeps_lock_past_lease,
+            lost_fires_when_key_is_deleted,
+            waiter_is_woken_by_release,
+            waiters_take_turns,
+            try_lock_does_not_wait,
+            wait_deadline_is_respected,
+            cancelled_lock_leaves_nothing,
+            dropped_guard_releases,
+            guard_released_from_another_task,
+            fencing_tokens_increase,
+            bad_input_is_rejected,
+        );
+    };
+    (@cases $harness:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::conformance::run(async {
+                    let harness = $harness;
+                    $crate::conformance::$case(&harness).await;
+                });
+            }
+        )*
+    };
+}
+
+/// Runs one case on a fresh two-worker runtime, with an overall time limit of 60 s.
+///
+/// # Panics
+///
+/// When the case panics or exceeds the limit.
+pub fn run<F: Future<Output = ()>>(case: F) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(async {
+        timeout(Duration::from_secs(60), case)
+            .await
+            .expect("conformance case took over 60 s: something hangs");
+    });
+}
