@@ -222,8 +222,10 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub trait DynLockBackend: Send + Sync + 'static {
     fn client_id(&self) -> &str;
     fn check_name(&self, name: &str) -> Result<()>;
-    fn try_acquire<'a>(&'a self, request: AcquireRequest<'a>)
-    -> BoxFuture<'a, Result<AcquireOutcome>>;
+    fn try_acquire<'a>(
+        &'a self,
+        request: AcquireRequest<'a>,
+    ) -> BoxFuture<'a, Result<AcquireOutcome>>;
     fn release<'a>(
         &'a self,
         name: &'a str,
@@ -288,38 +290,25 @@ impl LockBackend for Arc<dyn DynLockBackend> {
     fn check_name(&self, name: &str) -> Result<()> {
         (**self).check_name(name)
     }
-    fn try_acquire(
-        &self,
-        request: AcquireRequest<'_>,
-    ) -> impl Future<Output = Result<AcquireOutcome>> + Send {
-        async move { (**self).try_acquire(request).await }
+    async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+        (**self).try_acquire(request).await
     }
-    fn release(
-        &self,
-        name: &str,
-        owner: &str,
-        lease: Duration,
-    ) -> impl Future<Output = Result<ReleaseOutcome>> + Send {
-        async move { (**self).release(name, owner, lease).await }
+    async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
+        (**self).release(name, owner, lease).await
     }
-    fn renew(&self, renewals: &[Renewal<'_>]) -> impl Future<Output = Result<Vec<bool>>> + Send {
-        async move { (**self).renew(renewals).await }
+    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<bool>> {
+        (**self).renew(renewals).await
     }
-    fn abandon(
-        &self,
-        name: &str,
-        owner: &str,
-        keep: u32,
-    ) -> impl Future<Output = Result<()>> + Send {
-        async move { (**self).abandon(name, owner, keep).await }
+    async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
+        (**self).abandon(name, owner, keep).await
     }
-    fn force_release(&self, name: &str) -> impl Future<Output = Result<bool>> + Send {
-        async move { (**self).force_release(name).await }
+    async fn force_release(&self, name: &str) -> Result<bool> {
+        (**self).force_release(name).await
     }
-    fn inspect(&self, name: &str) -> impl Future<Output = Result<LockState>> + Send {
-        async move { (**self).inspect(name).await }
+    async fn inspect(&self, name: &str) -> Result<LockState> {
+        (**self).inspect(name).await
     }
-    fn watch_releases(&self, name: &str) -> impl Future<Output = Result<ReleaseWatch>> + Send {
-        async move { (**self).watch_releases(name).await }
+    async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
+        (**self).watch_releases(name).await
     }
 }

@@ -9,13 +9,15 @@ use rand::Rng;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::backend::{AcquireOutcome, AcquireRequest, Grant, LockBackend, LockState, ReleaseOutcome};
+use crate::backend::{
+    AcquireOutcome, AcquireRequest, Grant, LockBackend, LockState, ReleaseOutcome,
+};
 use crate::error::Result;
 use crate::guard::{GuardParts, LockGuard};
 use crate::notify::ReleaseWatch;
 use crate::options::{Lease, LockOptions, Wait};
 use crate::owner::Owner;
-use crate::watchdog::{LeaseStatus, WatchedLease, Watchdog};
+use crate::watchdog::{LeaseStatus, Watchdog, WatchedLease};
 
 /// How long a waiter sleeps at most when the holder's lock has no TTL (a key without expiry):
 /// a release notification still wakes it earlier.
@@ -194,7 +196,11 @@ impl<B: LockBackend> Locker<B> {
     /// # Cancel safety
     ///
     /// As [`Locker::lock`].
-    pub async fn lock_with(&self, name: &str, options: &LockOptions) -> Result<Option<LockGuard<B>>> {
+    pub async fn lock_with(
+        &self,
+        name: &str,
+        options: &LockOptions,
+    ) -> Result<Option<LockGuard<B>>> {
         self.inner.backend.check_name(name)?;
         options.validate()?;
         let owner = options
@@ -218,7 +224,9 @@ impl<B: LockBackend> Locker<B> {
         // Fast path: an uncontended lock costs one round trip and no registration.
         let sent_at = Instant::now();
         if let AcquireOutcome::Acquired(grant) = self.attempt(request).await? {
-            return Ok(Some(self.make_guard(name, owner, field, lease, grant, sent_at)));
+            return Ok(Some(
+                self.make_guard(name, owner, field, lease, grant, sent_at),
+            ));
         }
         if no_wait || deadline.is_some_and(|deadline| Instant::now() >= deadline) {
             return Ok(None);
@@ -247,7 +255,9 @@ impl<B: LockBackend> Locker<B> {
             waiting.woken = false;
             let ttl = match outcome {
                 AcquireOutcome::Acquired(grant) => {
-                    return Ok(Some(self.make_guard(name, owner, field, lease, grant, sent_at)));
+                    return Ok(Some(
+                        self.make_guard(name, owner, field, lease, grant, sent_at),
+                    ));
                 }
                 AcquireOutcome::Held { ttl } => ttl,
             };

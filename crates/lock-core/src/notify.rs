@@ -159,7 +159,10 @@ impl ReleaseHub {
     #[must_use]
     pub fn watched_count(&self) -> usize {
         let topics = self.inner.topics.lock().unwrap_or_else(|e| e.into_inner());
-        topics.values().filter(|weak| weak.strong_count() > 0).count()
+        topics
+            .values()
+            .filter(|weak| weak.strong_count() > 0)
+            .count()
     }
 }
 
@@ -217,7 +220,11 @@ impl ReleaseWatch {
         Fut: Future<Output = Result<()>>,
     {
         match &self.source {
-            Source::Topic(topic) => topic.subscribed.get_or_try_init(subscribe).await.map(|_| ()),
+            Source::Topic(topic) => topic
+                .subscribed
+                .get_or_try_init(subscribe)
+                .await
+                .map(|_| ()),
             Source::Polling(_) => Ok(()),
         }
     }

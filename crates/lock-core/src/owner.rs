@@ -62,7 +62,10 @@ impl Owner {
             Some(id) => Owner {
                 // Task ids display as their decimal value; parsing it back is the only stable way
                 // to read the number.
-                holder: id.to_string().parse().unwrap_or_else(|_| Owner::new().holder),
+                holder: id
+                    .to_string()
+                    .parse()
+                    .unwrap_or_else(|_| Owner::new().holder),
             },
             None => THREAD_OWNER.with(|owner| *owner),
         }

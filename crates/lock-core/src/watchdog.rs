@@ -189,7 +189,9 @@ fn plan<B>(shared: &Shared<B>) -> Next {
     let mut next_due: Option<Instant> = None;
     registry.entries.retain(|&id, entry| {
         if now >= entry.valid_until {
-            entry.status.send_modify(|s| s.lost = Some(LeaseLoss::Expired));
+            entry
+                .status
+                .send_modify(|s| s.lost = Some(LeaseLoss::Expired));
             return false;
         }
         let mut lease = entry.lease;
@@ -260,7 +262,9 @@ async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
                     let valid_until = entry.valid_until;
                     entry.status.send_modify(|s| s.valid_until = valid_until);
                 } else {
-                    entry.status.send_modify(|s| s.lost = Some(LeaseLoss::NotOurs));
+                    entry
+                        .status
+                        .send_modify(|s| s.lost = Some(LeaseLoss::NotOurs));
                     registry.entries.remove(&due.id);
                 }
             }

@@ -76,10 +76,25 @@ pub async fn exclusion_between_owners<H: Harness>(harness: &H) {
     let held = a.lock(&name).await.expect("lock");
     assert!(b.try_lock(&name).await.expect("try_lock").is_none());
     let other_owner = LockOptions::new().no_wait().owner(Owner::new());
-    assert!(a.lock_with(&name, &other_owner).await.expect("lock_with").is_none());
-    assert_eq!(held.release().await.expect("release"), ReleaseOutcome::Released);
-    let now_b = b.try_lock(&name).await.expect("try_lock").expect("free after release");
-    assert_eq!(now_b.release().await.expect("release"), ReleaseOutcome::Released);
+    assert!(
+        a.lock_with(&name, &other_owner)
+            .await
+            .expect("lock_with")
+            .is_none()
+    );
+    assert_eq!(
+        held.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    let now_b = b
+        .try_lock(&name)
+        .await
+        .expect("try_lock")
+        .expect("free after release");
+    assert_eq!(
+        now_b.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
 }
 
 /// The same owner re-enters; each release gives back one hold.
@@ -88,7 +103,11 @@ pub async fn reentrant_counts<H: Harness>(harness: &H) {
     let name = fresh_name("reentrant");
     let first = locker.lock(&name).await.expect("lock");
     let second = locker.lock(&name).await.expect("re-enter");
-    let third = locker.try_lock(&name).await.expect("try").expect("re-enter");
+    let third = locker
+        .try_lock(&name)
+        .await
+        .expect("try")
+        .expect("re-enter");
     assert_eq!(
         (first.hold_count(), second.hold_count(), third.hold_count()),
         (1, 2, 3)
@@ -105,7 +124,10 @@ pub async fn reentrant_counts<H: Harness>(harness: &H) {
         ReleaseOutcome::StillHeld { hold_count: 1 }
     );
     assert!(locker.is_locked(&name).await.expect("state"));
-    assert_eq!(first.release().await.expect("release"), ReleaseOutcome::Released);
+    assert_eq!(
+        first.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
     assert!(!locker.is_locked(&name).await.expect("state"));
 }
 
@@ -126,7 +148,10 @@ pub async fn release_by_non_owner_is_refused<H: Harness>(harness: &H) {
     );
     let after = a.state(&name).await.expect("state");
     assert_eq!(before.holders, after.holders);
-    assert_eq!(held.release().await.expect("release"), ReleaseOutcome::Released);
+    assert_eq!(
+        held.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
 }
 
 /// Double unlock and unlock after expiry report `NotHeld` and change nothing.
@@ -134,18 +159,48 @@ pub async fn double_unlock_and_unlock_after_expiry<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("double-unlock");
     let owner = Owner::new();
-    let options = LockOptions::new().owner(owner).lease(Duration::from_millis(300));
-    let held = a.lock_with(&name, &options).await.expect("lock").expect("free");
-    assert_eq!(held.release().await.expect("release"), ReleaseOutcome::Released);
-    assert_eq!(a.unlock(&name, owner).await.expect("unlock"), ReleaseOutcome::NotHeld);
+    let options = LockOptions::new()
+        .owner(owner)
+        .lease(Duration::from_millis(300));
+    let held = a
+        .lock_with(&name, &options)
+        .await
+        .expect("lock")
+        .expect("free");
+    assert_eq!(
+        held.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        a.unlock(&name, owner).await.expect("unlock"),
+        ReleaseOutcome::NotHeld
+    );
 
-    let held = a.lock_with(&name, &options).await.expect("lock").expect("free");
+    let held = a
+        .lock_with(&name, &options)
+        .await
+        .expect("lock")
+        .expect("free");
     sleep(Duration::from_millis(500)).await;
-    let by_b = b.try_lock(&name).await.expect("try").expect("expired lease frees the lock");
-    assert_eq!(held.release().await.expect("release"), ReleaseOutcome::NotHeld);
+    let by_b = b
+        .try_lock(&name)
+        .await
+        .expect("try")
+        .expect("expired lease frees the lock");
+    assert_eq!(
+        held.release().await.expect("release"),
+        ReleaseOutcome::NotHeld
+    );
     let state = b.state(&name).await.expect("state");
-    assert_eq!(state.hold_count(by_b.owner_field()), 1, "b's hold is untouched");
-    assert_eq!(by_b.release().await.expect("release"), ReleaseOutcome::Released);
+    assert_eq!(
+        state.hold_count(by_b.owner_field()),
+        1,
+        "b's hold is untouched"
+    );
+    assert_eq!(
+        by_b.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
 }
 
 /// A fixed lease expires by itself and `lost()` reports it.
@@ -165,7 +220,11 @@ pub async fn explicit_lease_expires<H: Harness>(harness: &H) {
         .expect("lost() fires when a fixed lease runs out");
     assert_eq!(loss, LeaseLoss::Expired);
     sleep(Duration::from_millis(50)).await;
-    let taken = b.try_lock(&name).await.expect("try").expect("lease ran out");
+    let taken = b
+        .try_lock(&name)
+        .await
+        .expect("try")
+        .expect("lease ran out");
     drop(held);
     assert!(taken.release().await.expect("release").was_held());
 }
@@ -183,12 +242,24 @@ pub async fn watchdog_keeps_lock_past_lease<H: Harness>(harness: &H) {
     assert!(held.is_watchdog());
     let first_deadline = held.valid_until();
     sleep(lease * 4).await;
-    assert!(b.try_lock(&name).await.expect("try").is_none(), "still held");
+    assert!(
+        b.try_lock(&name).await.expect("try").is_none(),
+        "still held"
+    );
     assert!(!held.is_lost());
-    assert!(held.valid_until() > first_deadline, "renewals move the deadline");
-    assert_eq!(held.release().await.expect("release"), ReleaseOutcome::Released);
+    assert!(
+        held.valid_until() > first_deadline,
+        "renewals move the deadline"
+    );
+    assert_eq!(
+        held.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
     sleep(lease * 2).await;
-    assert!(!b.is_locked(&name).await.expect("state"), "no renewal after release");
+    assert!(
+        !b.is_locked(&name).await.expect("state"),
+        "no renewal after release"
+    );
 }
 
 /// `lost()` fires when the lock is deleted behind the holder's back.
@@ -196,7 +267,10 @@ pub async fn lost_fires_when_key_is_deleted<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("lost");
     let held = a
-        .lock_with(&name, &LockOptions::new().watchdog_lease(Duration::from_millis(300)))
+        .lock_with(
+            &name,
+            &LockOptions::new().watchdog_lease(Duration::from_millis(300)),
+        )
         .await
         .expect("lock")
         .expect("free");
@@ -206,7 +280,10 @@ pub async fn lost_fires_when_key_is_deleted<H: Harness>(harness: &H) {
         .expect("lost() fires after the key is deleted");
     assert_eq!(loss, LeaseLoss::NotOurs);
     assert!(held.is_lost());
-    assert_eq!(held.release().await.expect("release"), ReleaseOutcome::NotHeld);
+    assert_eq!(
+        held.release().await.expect("release"),
+        ReleaseOutcome::NotHeld
+    );
 }
 
 /// A waiter wakes on the release, not when the holder's (long) lease would have run out.
@@ -227,14 +304,20 @@ pub async fn waiter_is_woken_by_release<H: Harness>(harness: &H) {
     });
     sleep(Duration::from_millis(300)).await;
     let released_at = Instant::now();
-    assert_eq!(held.release().await.expect("release"), ReleaseOutcome::Released);
+    assert_eq!(
+        held.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
     let (acquired_at, released) = timeout(Duration::from_secs(5), waiter)
         .await
         .expect("woken long before the 20 s lease ends")
         .expect("task");
     assert_eq!(released, ReleaseOutcome::Released);
     let handoff = acquired_at.duration_since(released_at);
-    assert!(handoff < Duration::from_secs(2), "hand-off took {handoff:?}");
+    assert!(
+        handoff < Duration::from_secs(2),
+        "hand-off took {handoff:?}"
+    );
 }
 
 /// Several waiters all get the lock in turn, each woken by the previous release.
@@ -252,7 +335,11 @@ pub async fn waiters_take_turns<H: Harness>(harness: &H) {
         let name = name.clone();
         tasks.push(tokio::spawn(async move {
             let options = LockOptions::new().lease(LONG_LEASE);
-            let guard = locker.lock_with(&name, &options).await.expect("lock").expect("got it");
+            let guard = locker
+                .lock_with(&name, &options)
+                .await
+                .expect("lock")
+                .expect("got it");
             sleep(Duration::from_millis(20)).await;
             guard.release().await.expect("release")
         }));
@@ -301,7 +388,10 @@ pub async fn wait_deadline_is_respected<H: Harness>(harness: &H) {
     let waited = started.elapsed();
     assert!(got.is_none());
     assert!(waited >= wait, "gave up early, after {waited:?}");
-    assert!(waited < wait + Duration::from_secs(1), "overran: {waited:?}");
+    assert!(
+        waited < wait + Duration::from_secs(1),
+        "overran: {waited:?}"
+    );
     assert!(held.release().await.expect("release").was_held());
 }
 
@@ -315,10 +405,16 @@ pub async fn cancelled_lock_leaves_nothing<H: Harness>(harness: &H) {
         .expect("lock")
         .expect("free");
     let cancelled = timeout(Duration::from_millis(300), b.lock(&name)).await;
-    assert!(cancelled.is_err(), "the lock was held: lock() was still waiting");
+    assert!(
+        cancelled.is_err(),
+        "the lock was held: lock() was still waiting"
+    );
     assert!(held.release().await.expect("release").was_held());
     sleep(Duration::from_millis(100)).await;
-    assert!(!a.is_locked(&name).await.expect("state"), "nothing left behind");
+    assert!(
+        !a.is_locked(&name).await.expect("state"),
+        "nothing left behind"
+    );
     // The lock and its notifications still work for the cancelled client.
     let again = timeout(Duration::from_secs(2), b.lock(&name))
         .await
@@ -364,7 +460,11 @@ pub async fn fencing_tokens_increase<H: Harness>(harness: &H) {
     let options = LockOptions::new().fencing(true).lease(LONG_LEASE);
     let mut last = 0;
     for locker in [&a, &b, &a, &b] {
-        let guard = locker.lock_with(&name, &options).await.expect("lock").expect("free");
+        let guard = locker
+            .lock_with(&name, &options)
+            .await
+            .expect("lock")
+            .expect("free");
         let token = guard.fencing_token().expect("asked for a token");
         assert!(token > last, "token {token} after {last}");
         last = token;

@@ -1,0 +1,129 @@
+//! Names on the server, laid out exactly as Redisson's `RLock` lays them out.
+
+use lock_core::{Error, Result};
+
+/// Prefix of the per-lock release channel (Redisson's `RedissonLock#getChannelName`).
+pub const CHANNEL_PREFIX: &str = "redisson_lock__channel";
+/// Prefix of the per-lock fencing counter (Redisson's `RedissonFencedLock` token key).
+pub const TOKEN_PREFIX: &str = "redisson_lock_token";
+/// The message published on the release channel when a lock becomes free (Redisson's
+/// `UNLOCK_MESSAGE`).
+pub const UNLOCK_MESSAGE: &str = "0";
+
+/// Derives a name from a lock name as Redisson does: `prefix:{name}`, or `prefix:name` when the
+/// name carries its own `{hash tag}`, so the derived key hashes to the lock's cluster slot.
+fn derived(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// The release channel of a lock: `redisson_lock__channel:{name}`.
+#[must_use]
+pub fn channel(name: &str) -> String {
+    derived(CHANNEL_PREFIX, name)
+}
+
+/// The fencing counter key of a lock: `redisson_lock_token:{name}`.
+#[must_use]
+pub fn token_key(name: &str) -> String {
+    derived(TOKEN_PREFIX, name)
+}
+
+/// The part of a key that Redis Cluster hashes: the content of the first `{…}` when it is not
+/// empty, else the whole key.
+#[must_use]
+pub fn hash_tag(key: &str) -> &str {
+    if let Some(open) = key.find('{')
+        && let Some(len) = key[open + 1..].find('}')
+        && len > 0
+    {
+        return &key[open + 1..open + 1 + len];
+    }
+    key
+}
+
+/// The Redis Cluster slot of a key (CRC16/XMODEM of its hash tag, mod 16384).
+#[must_use]
+pub fn slot(key: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in hash_tag(key).as_bytes() {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// Checks a lock name: the shared rules, plus braces. A name may carry a Redis hash tag, but only
+/// a well-formed one (`{` … non-empty … `}`), since otherwise the derived fencing key
+/// could not be placed in the lock key's cluster slot the way Redisson places it.
+///
+/// # Errors
+///
+/// [`Error::InvalidName`] for an empty or over-long name, or braces that are not a hash tag.
+pub fn check_name(name: &str) -> Result<()> {
+    lock_core::options::check_name(name)?;
+    if (name.contains('{') || name.contains('}')) && hash_tag(name).len() == name.len() {
+        return Err(Error::InvalidName {
+            reason: "braces in a lock name must form a non-empty hash tag like `{user:7}:orders`",
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_matches_redisson() {
+        assert_eq!(channel("orders:42"), "redisson_lock__channel:{orders:42}");
+        assert_eq!(token_key("orders:42"), "redisson_lock_token:{orders:42}");
+        assert_eq!(
+            channel("{user:7}:cart"),
+            "redisson_lock__channel:{user:7}:cart"
+        );
+    }
+
+    #[test]
+    fn derived_keys_share_the_lock_slot() {
+        for name in [
+            "orders:42",
+            "{user:7}:cart",
+            "a{b}c{d}",
+            "x{tag}",
+            "ünïcode",
+        ] {
+            check_name(name).unwrap();
+            assert_eq!(slot(name), slot(&token_key(name)), "{name}");
+            assert_eq!(slot(name), slot(&channel(name)), "{name}");
+        }
+    }
+
+    #[test]
+    fn known_slots() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(slot("123456789"), 12739);
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("{foo}bar"), 12182);
+        assert_eq!(slot("{}foo"), slot("{}foo"));
+    }
+
+    #[test]
+    fn rejects_braces_that_are_not_a_tag() {
+        for name in ["a{}b", "a}b", "a{b", "}{"] {
+            assert!(
+                matches!(check_name(name), Err(Error::InvalidName { .. })),
+                "{name}"
+            );
+        }
+    }
+}

@@ -1,0 +1,17 @@
+#!lua
+-- Take the lock, or re-enter it, or report how long it stays held.
+-- Without `allow-oom`, Redis refuses this script before it runs when the server is out of memory,
+-- so an acquire never half-writes under OOM.
+-- KEYS[1] lock hash, KEYS[2] fencing counter
+-- ARGV[1] lease in ms, ARGV[2] owner field, ARGV[3] '1' to hand out a fencing token
+-- Returns {1, hold count, token or 0} when granted, {0, pttl} when held by someone else.
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    local token = 0
+    if ARGV[3] == '1' then
+        token = redis.call('incr', KEYS[2])
+    end
+    return {1, count, token}
+end
+return {0, redis.call('pttl', KEYS[1])}

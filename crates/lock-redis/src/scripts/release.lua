@@ -1,0 +1,18 @@
+#!lua flags=allow-oom
+-- Give back one hold. Allowed under OOM: releasing frees memory.
+-- KEYS[1] lock hash
+-- ARGV[1] lease in ms (reset while holds remain), ARGV[2] owner field,
+-- ARGV[3] release channel, ARGV[4] release message
+-- Returns -1 when the owner holds nothing (nothing changed), 0 when the lock was freed
+-- (and the release published), or the remaining hold count.
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+    return -1
+end
+local count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+if count > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return count
+end
+redis.call('del', KEYS[1])
+redis.call('publish', ARGV[3], ARGV[4])
+return 0

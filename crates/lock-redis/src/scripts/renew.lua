@@ -1,0 +1,14 @@
+#!lua flags=allow-oom
+-- Renew many leases at once. Allowed under OOM: PEXPIRE allocates nothing.
+-- KEYS[i] lock hash i; ARGV[2i-1] owner field i, ARGV[2i] lease i in ms
+-- Returns one 1 (renewed) or 0 (not ours any more) per key.
+local renewed = {}
+for i = 1, #KEYS do
+    if redis.call('hexists', KEYS[i], ARGV[2 * i - 1]) == 1 then
+        redis.call('pexpire', KEYS[i], ARGV[2 * i])
+        renewed[i] = 1
+    else
+        renewed[i] = 0
+    end
+end
+return renewed
