@@ -396,3 +396,64 @@ fn jittered(every: Duration) -> Duration {
     let offset = rand::rng().random_range(Duration::ZERO..=quarter * 2);
     every - quarter + offset
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{LeaseLoss, MemoryBackend};
+
+    #[tokio::test(start_paused = true)]
+    async fn the_watchdog_forgets_released_and_dropped_guards() {
+        let locker = Locker::new(MemoryBackend::new());
+        let guard = locker.lock("a").await.unwrap();
+        let fixed = locker
+            .lock_with("b", &LockOptions::new().lease(Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            locker.inner.watchdog.registered(),
+            1,
+            "fixed leases are not watched"
+        );
+        assert!(guard.release().await.unwrap().was_held());
+        assert_eq!(locker.inner.watchdog.registered(), 0);
+        let dropped = locker.lock("c").await.unwrap();
+        drop(dropped);
+        assert_eq!(locker.inner.watchdog.registered(), 0);
+        drop(fixed);
+        tokio::task::yield_now().await;
+        assert!(locker.inner.holds.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn max_hold_caps_the_total_hold_time() {
+        let locker = Locker::new(MemoryBackend::new());
+        let options = LockOptions::new()
+            .watchdog_lease(Duration::from_millis(300))
+            .max_hold(Duration::from_secs(1));
+        let started = Instant::now();
+        let guard = locker.lock_with("capped", &options).await.unwrap().unwrap();
+        assert_eq!(guard.lost().await, LeaseLoss::Expired);
+        let held_for = started.elapsed();
+        assert!(
+            held_for >= Duration::from_millis(990) && held_for <= Duration::from_millis(1100),
+            "held for {held_for:?}"
+        );
+        assert!(!locker.is_locked("capped").await.unwrap());
+        // The watchdog drops the entry at its next wake-up, within one renewal period.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(locker.inner.watchdog.registered(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn renewals_keep_a_watchdog_lease_for_long() {
+        let locker = Locker::new(MemoryBackend::new());
+        let options = LockOptions::new().watchdog_lease(Duration::from_millis(300));
+        let guard = locker.lock_with("long", &options).await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!guard.is_lost());
+        assert!(guard.remaining() > Duration::from_millis(150));
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+}

@@ -52,7 +52,8 @@ impl Owner {
     }
 
     /// The owner that `lock(name)` uses: the current tokio task, or the current OS thread when
-    /// called outside any task.
+    /// called outside any task (the body of `#[tokio::main]` or `Runtime::block_on` is not a
+    /// task: it runs on, and is owned by, the calling thread).
     ///
     /// Tokio task ids come from a process-wide counter, so a finished task's id is not handed to
     /// a new task in practice; still, a guard that outlives its task is best released explicitly.
@@ -109,11 +110,21 @@ mod tests {
 
     #[tokio::test]
     async fn current_is_stable_within_a_task_and_differs_across_tasks() {
-        let here = Owner::current();
-        assert_eq!(here, Owner::current());
-        let there = tokio::spawn(async { Owner::current() }).await.unwrap();
+        let in_task = || async {
+            let owner = Owner::current();
+            tokio::task::yield_now().await;
+            assert_eq!(owner, Owner::current());
+            owner
+        };
+        let here = tokio::spawn(in_task()).await.unwrap();
+        let there = tokio::spawn(in_task()).await.unwrap();
         assert_ne!(here, there);
-        assert!(here.holder_id() < EXPLICIT_OWNER_BASE);
+        assert!(
+            here.holder_id() < EXPLICIT_OWNER_BASE,
+            "a task id, not an explicit owner"
+        );
+        // The future driven by `block_on` is not a task: it is owned by its thread.
+        assert!(Owner::current().holder_id() >= EXPLICIT_OWNER_BASE);
     }
 
     #[test]
