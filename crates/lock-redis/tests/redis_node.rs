@@ -43,7 +43,7 @@ async fn info_field(con: &mut MultiplexedConnection, section: &str, field: &str)
     let info: String = query(con, &["INFO", section]).await;
     info.lines()
         .find_map(|line| line.strip_prefix(&format!("{field}:")))
-        .and_then(|rest| rest.split(|c| c == ',' || c == '\r').next())
+        .and_then(|rest| rest.split([',', '\r']).next())
         .map(|value| value.trim_start_matches("calls=").parse().expect("number"))
         .unwrap_or(0)
 }
