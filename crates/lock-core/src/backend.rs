@@ -133,7 +133,7 @@ impl LockState {
 ///
 /// # Example
 ///
-/// See `examples/src/bin/custom_backend.rs` in the repository for a complete backend written
+/// See `examples/src/custom_backend.rs` in the repository for a complete backend written
 /// against this trait alone; the in-memory backend, [`crate::MemoryBackend`], is another.
 ///
 /// ```

@@ -8,8 +8,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong when taking, keeping or giving back a lock.
 ///
 /// "The lock is held by someone else" is **not** an error: [`crate::Locker::try_lock`] returns
-/// `Ok(None)` for it, and waiting calls keep waiting. Errors are reserved for bad input, a deadline
-/// that passed, a lost lease and failures of the backend.
+/// `Ok(None)` for it, and waiting calls keep waiting. Errors are reserved for bad input, a lost lease
+/// and failures of the backend; a wait that ends without the lock is `Ok(None)` from
+/// [`crate::Locker::lock_with`].
 ///
 /// Use [`Error::is_retryable`] to decide whether trying the same call again can help.
 ///
@@ -43,12 +44,6 @@ pub enum Error {
     InvalidConfig {
         /// Why the configuration was rejected.
         reason: String,
-    },
-    /// The caller's wait deadline passed before the lock could be taken.
-    #[error("gave up waiting for lock after {waited:?}")]
-    WaitTimedOut {
-        /// How long the call waited in total.
-        waited: Duration,
     },
     /// The lease is no longer ours: it expired or the key was removed behind our back.
     #[error("the lease on the lock is lost")]
@@ -95,8 +90,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Error::WaitTimedOut { .. }
-                | Error::Timeout { .. }
+            Error::Timeout { .. }
                 | Error::ConnectionLost(_)
                 | Error::ReadOnly(_)
                 | Error::OutOfMemory(_)

@@ -50,5 +50,5 @@ pub use locker::Locker;
 pub use memory::MemoryBackend;
 pub use notify::{ReleaseHub, ReleaseWatch};
 pub use options::{Lease, LockOptions, Wait};
-pub use owner::Owner;
+pub use owner::{Owner, new_client_id};
 pub use watchdog::LeaseLoss;

@@ -345,7 +345,9 @@ impl<B: LockBackend> Locker<B> {
 
     /// Gives back one hold of `owner` without a guard (for example for a hold taken by a process
     /// that knew the owner's holder id). Returns [`ReleaseOutcome::NotHeld`] and changes nothing
-    /// when `owner` does not hold the lock.
+    /// when `owner` does not hold the lock. When holds remain, the lease is reset to the default
+    /// 30 s (as Redisson's `unlock` does), since the original lease is not known here; prefer
+    /// [`LockGuard::release`], which keeps the guard's lease.
     ///
     /// # Errors
     ///

@@ -77,7 +77,7 @@ impl MemoryBackend {
     #[must_use]
     pub fn new() -> Self {
         MemoryBackend {
-            client_id: uuid::Uuid::new_v4().to_string(),
+            client_id: crate::owner::new_client_id(),
             store: Arc::new(Store {
                 tables: Mutex::new(Tables::default()),
                 hub: ReleaseHub::new(),
@@ -89,7 +89,7 @@ impl MemoryBackend {
     #[must_use]
     pub fn new_client(&self) -> Self {
         MemoryBackend {
-            client_id: uuid::Uuid::new_v4().to_string(),
+            client_id: crate::owner::new_client_id(),
             store: self.store.clone(),
         }
     }

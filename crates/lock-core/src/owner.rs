@@ -92,6 +92,21 @@ impl Owner {
     }
 }
 
+/// A fresh client id for a backend instance: a UUID v4, as Redisson uses, so owner fields of
+/// different processes and machines never collide.
+///
+/// # Example
+///
+/// ```
+/// let id = lock_core::new_client_id();
+/// assert_eq!(id.len(), 36);
+/// assert_ne!(id, lock_core::new_client_id());
+/// ```
+#[must_use]
+pub fn new_client_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
 impl Default for Owner {
     fn default() -> Self {
         Owner::new()

@@ -143,7 +143,7 @@ impl RedisBackendBuilder {
         };
         Ok(RedisBackend {
             inner: Arc::new(Inner {
-                client_id: uuid::Uuid::new_v4().to_string(),
+                client_id: lock_core::new_client_id(),
                 connection,
                 command_timeout: self.command_timeout,
                 notifications,

@@ -1,0 +1,64 @@
+//! distlock itself: `Locker<RedisBackend>` with the default backend settings.
+
+use lock_core::{LockGuard, LockOptions, Locker, ReleaseOutcome};
+use lock_redis::RedisBackend;
+
+use super::{BenchError, LEASE};
+
+/// Which entry point takes the lock.
+#[derive(Clone, Copy, Debug)]
+pub enum Mode {
+    /// `lock_with(no_wait().lease(30 s))`: no watchdog.
+    Fixed,
+    /// `try_lock`: no wait, watchdog lease (registers with the watchdog).
+    TryLock,
+    /// `lock`: waits forever, watchdog lease.
+    Lock,
+}
+
+/// One locker over one backend (one command connection).
+#[derive(Clone)]
+pub struct Distlock {
+    locker: Locker<RedisBackend>,
+    mode: Mode,
+    fixed: LockOptions,
+}
+
+impl Distlock {
+    /// Connects a backend with the default settings.
+    pub async fn connect(url: &str, mode: Mode) -> Result<Self, BenchError> {
+        Ok(Distlock {
+            locker: Locker::new(RedisBackend::connect(url).await?),
+            mode,
+            fixed: LockOptions::new().no_wait().lease(LEASE),
+        })
+    }
+
+    /// One lock + release.
+    pub async fn lock_unlock(&self, key: &str) -> Result<(), BenchError> {
+        let guard = match self.mode {
+            Mode::Fixed => self.locker.lock_with(key, &self.fixed).await?,
+            Mode::TryLock => self.locker.try_lock(key).await?,
+            Mode::Lock => Some(self.locker.lock(key).await?),
+        };
+        let guard = guard.ok_or_else(|| format!("distlock: {key} was busy"))?;
+        match guard.release().await? {
+            ReleaseOutcome::Released => Ok(()),
+            other => Err(format!("distlock: release of {key} answered {other:?}").into()),
+        }
+    }
+
+    /// Takes `count` more watchdog locks (`lock()`) on this locker, for a registry that is not
+    /// empty while the row runs.
+    pub async fn hold(
+        &self,
+        prefix: &str,
+        count: usize,
+    ) -> Result<Vec<LockGuard<RedisBackend>>, BenchError> {
+        let mut guards = Vec::with_capacity(count);
+        for i in 0..count {
+            guards.push(self.locker.lock(&format!("{prefix}:{i}")).await?);
+        }
+        Ok(guards)
+    }
+}

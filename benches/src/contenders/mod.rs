@@ -1,0 +1,135 @@
+//! The lock clients under test. Each does one lock + unlock pair on a key nobody else uses.
+
+mod distlock;
+mod raw;
+#[cfg(feature = "rslock")]
+mod rslock;
+
+use std::time::Duration;
+
+use clap::ValueEnum;
+use lock_core::LockGuard;
+use lock_redis::RedisBackend;
+
+/// Errors of a benchmark step.
+pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The lease (or TTL) every contender asks for.
+pub const LEASE: Duration = Duration::from_secs(30);
+
+/// Which client to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// `SET key val NX PX 30000`, then a GET-compare-DEL script: the simplest Redis lock.
+    RawSetnx,
+    /// distlock's acquire.lua + release.lua by EVALSHA on a `MultiplexedConnection`.
+    RawScript,
+    /// The same on a `ConnectionManager` (what `RedisBackend` uses), to split the costs.
+    RawScriptCm,
+    /// `Locker::lock_with(no_wait, fixed 30 s lease)` + `LockGuard::release`.
+    DistlockFixed,
+    /// `Locker::try_lock` (watchdog lease) + `LockGuard::release`.
+    DistlockTryLock,
+    /// `Locker::lock` (watchdog lease, waits forever) + `LockGuard::release`.
+    DistlockLock,
+    /// `rslock::LockManager::lock` + `unlock` on one node.
+    Rslock,
+}
+
+impl Kind {
+    /// Every kind, in the order they run.
+    pub const ALL: [Kind; 7] = [
+        Kind::RawSetnx,
+        Kind::RawScript,
+        Kind::RawScriptCm,
+        Kind::DistlockFixed,
+        Kind::DistlockTryLock,
+        Kind::DistlockLock,
+        Kind::Rslock,
+    ];
+
+    /// The row name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::RawSetnx => "raw-setnx",
+            Kind::RawScript => "raw-script",
+            Kind::RawScriptCm => "raw-script-cm",
+            Kind::DistlockFixed => "distlock-fixed",
+            Kind::DistlockTryLock => "distlock-try_lock",
+            Kind::DistlockLock => "distlock-lock",
+            Kind::Rslock => "rslock",
+        }
+    }
+}
+
+/// A connected client of one [`Kind`]. Clones share the connection.
+#[derive(Clone)]
+pub enum Contender {
+    /// See [`Kind::RawSetnx`].
+    SetNx(raw::SetNx),
+    /// See [`Kind::RawScript`].
+    Script(raw::ScriptLock<redis::aio::MultiplexedConnection>),
+    /// See [`Kind::RawScriptCm`].
+    ScriptCm(raw::ScriptLock<redis::aio::ConnectionManager>),
+    /// See [`Kind::DistlockFixed`], [`Kind::DistlockTryLock`], [`Kind::DistlockLock`].
+    Distlock(distlock::Distlock),
+    /// See [`Kind::Rslock`].
+    #[cfg(feature = "rslock")]
+    Rslock(rslock::Rslock),
+}
+
+impl Contender {
+    /// Connects a client of `kind` to `url`; `None` when that kind is not built in.
+    pub async fn connect(kind: Kind, url: &str) -> Result<Option<Contender>, BenchError> {
+        let client = redis::Client::open(url)?;
+        Ok(Some(match kind {
+            Kind::RawSetnx => Contender::SetNx(raw::SetNx::new(
+                client.get_multiplexed_async_connection().await?,
+            )),
+            Kind::RawScript => Contender::Script(raw::ScriptLock::new(
+                client.get_multiplexed_async_connection().await?,
+            )),
+            Kind::RawScriptCm => Contender::ScriptCm(raw::ScriptLock::new(
+                redis::aio::ConnectionManager::new(client).await?,
+            )),
+            Kind::DistlockFixed => {
+                Contender::Distlock(distlock::Distlock::connect(url, distlock::Mode::Fixed).await?)
+            }
+            Kind::DistlockTryLock => Contender::Distlock(
+                distlock::Distlock::connect(url, distlock::Mode::TryLock).await?,
+            ),
+            Kind::DistlockLock => {
+                Contender::Distlock(distlock::Distlock::connect(url, distlock::Mode::Lock).await?)
+            }
+            #[cfg(feature = "rslock")]
+            Kind::Rslock => Contender::Rslock(rslock::Rslock::new(url)),
+            #[cfg(not(feature = "rslock"))]
+            Kind::Rslock => return Ok(None),
+        }))
+    }
+
+    /// Locks `key`, checks the lock was granted, then unlocks it and checks it was freed.
+    pub async fn lock_unlock(&self, key: &str) -> Result<(), BenchError> {
+        match self {
+            Contender::SetNx(client) => client.lock_unlock(key).await,
+            Contender::Script(client) => client.lock_unlock(key).await,
+            Contender::ScriptCm(client) => client.lock_unlock(key).await,
+            Contender::Distlock(client) => client.lock_unlock(key).await,
+            #[cfg(feature = "rslock")]
+            Contender::Rslock(client) => client.lock_unlock(key).await,
+        }
+    }
+
+    /// distlock rows: takes `count` watchdog locks on the same locker, held until released by the
+    /// caller. Other rows keep no local state, so they get none.
+    pub async fn hold_background(
+        &self,
+        prefix: &str,
+        count: usize,
+    ) -> Result<Vec<LockGuard<RedisBackend>>, BenchError> {
+        match self {
+            Contender::Distlock(client) if count > 0 => client.hold(prefix, count).await,
+            _ => Ok(Vec::new()),
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! The cost floors: the same protocol as distlock with nothing around it, and the simplest Redis
+//! lock there is.
+
+use std::sync::{Arc, LazyLock};
+
+use redis::Script;
+use redis::aio::ConnectionLike;
+
+use super::{BenchError, LEASE};
+
+/// distlock's own scripts, byte for byte.
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(include_str!(
+        "../../../crates/lock-redis/src/scripts/acquire.lua"
+    ))
+});
+static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(include_str!(
+        "../../../crates/lock-redis/src/scripts/release.lua"
+    ))
+});
+
+/// Compare-and-delete, as redsync / rslock release.
+static COMPARE_AND_DELETE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end \
+         return 0",
+    )
+});
+
+fn lease_ms() -> u64 {
+    u64::try_from(LEASE.as_millis()).expect("the lease fits in u64 ms")
+}
+
+/// acquire.lua + release.lua by EVALSHA, with the same keys and arguments as `RedisBackend`.
+#[derive(Clone)]
+pub struct ScriptLock<C> {
+    connection: C,
+    owner: Arc<str>,
+}
+
+impl<C: ConnectionLike + Clone + Send> ScriptLock<C> {
+    /// A client with its own owner field, `<uuid>:1`.
+    pub fn new(connection: C) -> Self {
+        ScriptLock {
+            connection,
+            owner: format!("{}:1", uuid::Uuid::new_v4()).into(),
+        }
+    }
+
+    /// One acquire + release.
+    pub async fn lock_unlock(&self, key: &str) -> Result<(), BenchError> {
+        let mut connection = self.connection.clone();
+        let mut acquire = ACQUIRE.prepare_invoke();
+        acquire
+            .key(key)
+            .key(lock_redis::keys::token_key(key))
+            .arg(lease_ms())
+            .arg(&*self.owner)
+            .arg("0");
+        let granted: Vec<i64> = acquire.invoke_async(&mut connection).await?;
+        if granted.first() != Some(&1) {
+            return Err(format!("raw-script: {key} was busy: {granted:?}").into());
+        }
+        let mut release = RELEASE.prepare_invoke();
+        release
+            .key(key)
+            .arg(lease_ms())
+            .arg(&*self.owner)
+            .arg(lock_redis::keys::channel(key))
+            .arg(lock_redis::keys::UNLOCK_MESSAGE);
+        let left: i64 = release.invoke_async(&mut connection).await?;
+        if left != 0 {
+            return Err(format!("raw-script: release of {key} answered {left}").into());
+        }
+        Ok(())
+    }
+}
+
+/// `SET key value NX PX 30000`, then compare-and-delete.
+#[derive(Clone)]
+pub struct SetNx {
+    connection: redis::aio::MultiplexedConnection,
+    value: Arc<str>,
+}
+
+impl SetNx {
+    /// A client with its own lock value (a UUID).
+    pub fn new(connection: redis::aio::MultiplexedConnection) -> Self {
+        SetNx {
+            connection,
+            value: uuid::Uuid::new_v4().to_string().into(),
+        }
+    }
+
+    /// One SET NX + compare-and-delete.
+    pub async fn lock_unlock(&self, key: &str) -> Result<(), BenchError> {
+        let mut connection = self.connection.clone();
+        let set: Option<String> = redis::cmd("SET")
+            .arg(key)
+            .arg(&*self.value)
+            .arg("NX")
+            .arg("PX")
+            .arg(lease_ms())
+            .query_async(&mut connection)
+            .await?;
+        if set.is_none() {
+            return Err(format!("raw-setnx: {key} was busy").into());
+        }
+        let deleted: i64 = COMPARE_AND_DELETE
+            .key(key)
+            .arg(&*self.value)
+            .invoke_async(&mut connection)
+            .await?;
+        if deleted != 1 {
+            return Err(format!("raw-setnx: {key} was not ours any more").into());
+        }
+        Ok(())
+    }
+}

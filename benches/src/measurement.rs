@@ -1,0 +1,200 @@
+//! One measured row (workload × contender), its output line, and the ratios between rows.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use crate::probe::Cost;
+
+/// Latencies are recorded in nanoseconds (3 significant digits) and printed in microseconds.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// Records one latency sample, saturating at the histogram's upper bound.
+pub fn record(histogram: &mut Histogram<u64>, latency: Duration) {
+    let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+    histogram.saturating_record(nanos.max(1));
+}
+
+/// The result of one workload for one contender. An op is one lock + unlock pair.
+#[derive(Debug)]
+pub struct Measurement {
+    /// `W1` or `W2`.
+    pub workload: &'static str,
+    /// The contender's row name, e.g. `distlock-fixed`.
+    pub contender: &'static str,
+    /// Concurrent tasks.
+    pub tasks: usize,
+    /// Lock + unlock pairs measured.
+    pub ops: u64,
+    /// Wall time of the measured phase.
+    pub elapsed: Duration,
+    /// Per-pair latency, nanoseconds.
+    pub latency: Histogram<u64>,
+    /// Server commands and CPU per pair during the measured phase.
+    pub cost: Cost,
+    /// Watchdog locks the same locker held throughout (`--background-holds`; distlock rows only).
+    pub background: usize,
+    /// Which round (1-based) of `--rounds` this row is from.
+    pub round: usize,
+}
+
+impl Measurement {
+    /// Pairs per second.
+    pub fn ops_per_sec(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// A latency quantile in microseconds.
+    pub fn quantile_us(&self, quantile: f64) -> f64 {
+        self.latency.value_at_quantile(quantile) as f64 / 1000.0
+    }
+
+    /// Prints the row as one line, then the server commands per op on a second, indented line.
+    pub fn print_line(&self) {
+        let client_cpu = self
+            .cost
+            .client_cpu_us
+            .map_or_else(|| "-".to_owned(), |us| format!("{us:.1}us"));
+        let background = if self.background > 0 {
+            format!("  background-holds={}", self.background)
+        } else {
+            String::new()
+        };
+        println!(
+            "{:<3} {:<17} tasks={:<2} ops={:<7} {:>7.0} ops/s  p50={:>6.1}us p99={:>7.1}us p999={:>7.1}us max={:>7.1}us  req/op={:.2} srv-cpu={:.1}us cli-cpu={client_cpu}{background}",
+            self.workload,
+            self.contender,
+            self.tasks,
+            self.ops,
+            self.ops_per_sec(),
+            self.quantile_us(0.50),
+            self.quantile_us(0.99),
+            self.quantile_us(0.999),
+            self.latency.max() as f64 / 1000.0,
+            self.cost.requests,
+            self.cost.server_cpu_us,
+        );
+        println!("    server cmds/op: {}", self.cost.commands_text());
+    }
+
+    /// The row as a JSON object.
+    pub fn to_json(&self) -> String {
+        let commands: Vec<String> = self
+            .cost
+            .commands
+            .iter()
+            .map(|(name, per_op)| format!("\"{name}\":{per_op:.3}"))
+            .collect();
+        let client_cpu = self
+            .cost
+            .client_cpu_us
+            .map_or_else(|| "null".to_owned(), |us| format!("{us:.2}"));
+        format!(
+            "{{\"workload\":\"{}\",\"contender\":\"{}\",\"round\":{},\"tasks\":{},\"background_holds\":{},\"ops\":{},\"elapsed_s\":{:.6},\"ops_per_sec\":{:.1},\"p50_us\":{:.1},\"p99_us\":{:.1},\"p999_us\":{:.1},\"max_us\":{:.1},\"requests_per_op\":{:.3},\"server_cmd_us_per_op\":{:.2},\"server_cpu_us_per_op\":{:.2},\"client_cpu_us_per_op\":{client_cpu},\"server_commands_per_op\":{{{}}}}}",
+            self.workload,
+            self.contender,
+            self.round,
+            self.tasks,
+            self.background,
+            self.ops,
+            self.elapsed.as_secs_f64(),
+            self.ops_per_sec(),
+            self.quantile_us(0.50),
+            self.quantile_us(0.99),
+            self.quantile_us(0.999),
+            self.latency.max() as f64 / 1000.0,
+            self.cost.requests,
+            self.cost.server_cmd_us,
+            self.cost.server_cpu_us,
+            commands.join(","),
+        )
+    }
+}
+
+/// Throughput of `numerator` ÷ `denominator` within one workload.
+#[derive(Debug)]
+pub struct Ratio {
+    /// `W1` or `W2`.
+    pub workload: &'static str,
+    /// The row divided.
+    pub numerator: &'static str,
+    /// The row divided by.
+    pub denominator: &'static str,
+    /// ops/s ÷ ops/s.
+    pub value: f64,
+}
+
+/// Per workload and contender, the round with the median throughput (the lower middle one for an
+/// even count), in first-run order.
+pub fn medians(rows: &[Measurement]) -> Vec<&Measurement> {
+    let mut out = Vec::new();
+    let mut seen = Vec::new();
+    for row in rows {
+        let key = (row.workload, row.contender);
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let mut same: Vec<&Measurement> = rows
+            .iter()
+            .filter(|other| (other.workload, other.contender) == key)
+            .collect();
+        same.sort_by(|a, b| a.ops_per_sec().total_cmp(&b.ops_per_sec()));
+        out.push(same[(same.len() - 1) / 2]);
+    }
+    out
+}
+
+/// Every distlock row divided by every baseline row of the same workload.
+pub fn ratios(rows: &[&Measurement]) -> Vec<Ratio> {
+    let mut out = Vec::new();
+    for row in rows
+        .iter()
+        .filter(|row| row.contender.starts_with("distlock"))
+    {
+        for base in rows
+            .iter()
+            .filter(|base| base.workload == row.workload && !base.contender.starts_with("distlock"))
+        {
+            out.push(Ratio {
+                workload: row.workload,
+                numerator: row.contender,
+                denominator: base.contender,
+                value: row.ops_per_sec() / base.ops_per_sec(),
+            });
+        }
+    }
+    out
+}
+
+/// Prints the ratios, one line per workload and distlock row.
+pub fn print_ratios(ratios: &[Ratio]) {
+    let mut line = String::new();
+    let mut current: Option<(&str, &str)> = None;
+    for ratio in ratios {
+        if current != Some((ratio.workload, ratio.numerator)) {
+            if !line.is_empty() {
+                println!("{line}");
+            }
+            line = format!("{:<3} {:<18} ops/s ÷", ratio.workload, ratio.numerator);
+            current = Some((ratio.workload, ratio.numerator));
+        }
+        let _ = write!(line, "  {} {:.2}", ratio.denominator, ratio.value);
+    }
+    if !line.is_empty() {
+        println!("{line}");
+    }
+}
+
+impl Ratio {
+    /// The ratio as a JSON object.
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"workload\":\"{}\",\"numerator\":\"{}\",\"denominator\":\"{}\",\"ratio\":{:.4}}}",
+            self.workload, self.numerator, self.denominator, self.value
+        )
+    }
+}

@@ -1,0 +1,92 @@
+//! Compile-time checks that the public types are `Send + Sync` and that the futures of the lock
+//! API are `Send`, so they can be used from `tokio::spawn` on a multi-thread runtime (in the style
+//! of tokio's `async_send_sync` test). Most checks are `const` items and functions that never run:
+//! if one of them stops holding, this file stops compiling.
+#![cfg(feature = "redis")]
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock::{
+    DynLockBackend, Error, LeaseLoss, LockBackend, LockGuard, LockOptions, LockState, Locker,
+    MemoryBackend, NotificationMode, Owner, RedisBackend, RedisBackendBuilder, RedisLocker,
+    ReleaseHub, ReleaseOutcome, ReleaseWatch,
+};
+
+const fn assert_send_sync<T: Send + Sync + ?Sized>() {}
+const fn assert_send_sync_static<T: Send + Sync + 'static>() {}
+fn assert_send<T: Send>(_: &T) {}
+
+// Types.
+const _: () = assert_send_sync_static::<Locker<RedisBackend>>();
+const _: () = assert_send_sync_static::<RedisLocker>();
+const _: () = assert_send_sync_static::<LockGuard<RedisBackend>>();
+const _: () = assert_send_sync_static::<RedisBackend>();
+const _: () = assert_send_sync_static::<RedisBackendBuilder>();
+const _: () = assert_send_sync_static::<NotificationMode>();
+const _: () = assert_send_sync_static::<Error>();
+const _: () = assert_send_sync_static::<LockOptions>();
+const _: () = assert_send_sync_static::<Owner>();
+const _: () = assert_send_sync_static::<ReleaseOutcome>();
+const _: () = assert_send_sync_static::<LockState>();
+const _: () = assert_send_sync_static::<LeaseLoss>();
+const _: () = assert_send_sync_static::<ReleaseHub>();
+const _: () = assert_send_sync_static::<ReleaseWatch>();
+const _: () = assert_send_sync_static::<Locker<MemoryBackend>>();
+const _: () = assert_send_sync_static::<LockGuard<MemoryBackend>>();
+const _: () = assert_send_sync_static::<Locker<Arc<dyn DynLockBackend>>>();
+const _: () = assert_send_sync::<dyn DynLockBackend>();
+
+/// The futures of the Redis locker are `Send`. Never run: it only has to compile.
+async fn redis_futures_are_send(locker: RedisLocker) {
+    assert_send(&distlock::connect("redis://127.0.0.1/"));
+    assert_send(&RedisBackend::connect("redis://127.0.0.1/"));
+    assert_send(&RedisBackend::builder("redis://127.0.0.1/").connect());
+
+    let lock = locker.lock("x");
+    assert_send(&lock);
+    let guard = lock.await.expect("compile-only");
+    assert_send(&locker.try_lock("x"));
+    assert_send(&locker.lock_with("x", &LockOptions::new()));
+    assert_send(&locker.unlock("x", Owner::new()));
+    assert_send(&locker.force_unlock("x"));
+    assert_send(&locker.state("x"));
+    assert_send(&locker.is_locked("x"));
+    assert_send(&guard.lost());
+    assert_send(&guard.extend(Duration::from_secs(1)));
+    assert_send(&guard.release());
+}
+
+/// The same holds for any backend, not only the concrete ones. Never run.
+async fn generic_futures_are_send<B: LockBackend>(locker: Locker<B>) {
+    let lock = locker.lock("x");
+    assert_send(&lock);
+    let guard = lock.await.expect("compile-only");
+    assert_send(&locker.lock_with("x", &LockOptions::new()));
+    assert_send(&guard.lost());
+    assert_send(&guard.release());
+}
+
+/// A guard can be held across `.await` points inside a spawned task and released from another
+/// task; this runs for real against the in-memory backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_futures_run_on_spawned_tasks() {
+    let locker = Locker::new(MemoryBackend::new());
+    let guard = tokio::spawn({
+        let locker = locker.clone();
+        async move {
+            let guard = locker.lock("send-sync").await.expect("lock");
+            tokio::task::yield_now().await;
+            guard
+        }
+    })
+    .await
+    .expect("task");
+    let outcome = tokio::spawn(async move { guard.release().await })
+        .await
+        .expect("task")
+        .expect("release");
+    assert_eq!(outcome, ReleaseOutcome::Released);
+    assert!(!locker.is_locked("send-sync").await.expect("state"));
+}
