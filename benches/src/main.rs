@@ -48,9 +48,12 @@ struct Args {
     /// W1: measured lock + unlock pairs per contender.
     #[arg(long, default_value_t = 20_000)]
     iterations: u64,
-    /// W1: unmeasured pairs before measuring.
+    /// W1: unmeasured pairs per contender before measuring.
     #[arg(long, default_value_t = 2_000)]
     warmup: u64,
+    /// W1: the contenders take turns every this many pairs.
+    #[arg(long, default_value_t = 1_000)]
+    chunk: u64,
     /// W2: concurrent tasks.
     #[arg(long, default_value_t = 64)]
     tasks: usize,
@@ -60,6 +63,10 @@ struct Args {
     /// W2: a fixed number of pairs per task instead of `--duration`.
     #[arg(long)]
     per_task: Option<u64>,
+    /// W2: the measured phase of each contender is cut into this many slices, which take turns
+    /// between the contenders.
+    #[arg(long, default_value_t = 6)]
+    slices: u32,
     /// Workloads to run.
     #[arg(long, value_delimiter = ',', default_value = "w1,w2")]
     workloads: Vec<Workload>,
@@ -77,7 +84,7 @@ struct Args {
     /// Tokio worker threads (1 = current-thread runtime).
     #[arg(long, default_value_t = 2)]
     threads: usize,
-    /// Skip `redis-benchmark`.
+    /// Skip `redis-benchmark` (never run against `--url`, as it writes a key of its own).
     #[arg(long)]
     no_redis_benchmark: bool,
     /// Also write the results to this JSON file.
@@ -88,14 +95,13 @@ struct Args {
 fn main() -> Result<(), BenchError> {
     let args = Args::parse();
     // Started before the runtime: `RedisServer::start` blocks until the server answers.
-    let server = match &args.url {
-        Some(_) => None,
-        None => Some(RedisServer::start()?),
-    };
-    let url = match (&args.url, &server) {
-        (Some(url), _) => url.clone(),
-        (None, Some(server)) => server.url(),
-        (None, None) => unreachable!("a server was started"),
+    let (server, url) = match &args.url {
+        Some(url) => (None, url.clone()),
+        None => {
+            let server = RedisServer::start()?;
+            let url = server.url();
+            (Some(server), url)
+        }
     };
     let version = server
         .as_ref()
@@ -131,10 +137,12 @@ fn main() -> Result<(), BenchError> {
     );
     measurement::print_ratios(&ratios);
 
-    let limits = if args.no_redis_benchmark {
-        Vec::new()
-    } else {
-        server_limit_for(&url)
+    // Only against our own throw-away server: redis-benchmark leaves `key:__rand_int__` behind.
+    let limits = match &server {
+        Some(server) if !args.no_redis_benchmark => {
+            server_limit::measure("127.0.0.1", server.port())
+        }
+        _ => Vec::new(),
     };
     if !limits.is_empty() {
         println!("--- raw server limit (one command per request) ---");
@@ -160,9 +168,14 @@ async fn run_all(args: &Args, url: &str) -> Result<Vec<Measurement>, BenchError>
         "lockbench:{}",
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
-    let stop = match args.per_task {
-        Some(count) => w2::Stop::Count(count),
-        None => w2::Stop::After(Duration::from_secs_f64(args.duration)),
+    let slices = args.slices.max(1);
+    let each = match args.per_task {
+        Some(count) => w2::Stop::Count(count.div_ceil(u64::from(slices))),
+        None => w2::Stop::After(Duration::from_secs_f64(args.duration / f64::from(slices))),
+    };
+    let slices = w2::Slices {
+        count: slices,
+        each,
     };
     let probe = Probe::connect(url).await?;
     let mut rows = Vec::new();
@@ -171,85 +184,45 @@ async fn run_all(args: &Args, url: &str) -> Result<Vec<Measurement>, BenchError>
             println!("--- round {round}/{} ---", args.rounds);
         }
         for &workload in &args.workloads {
+            let prefix = format!("{prefix}:r{round}");
+            let mut entrants = Vec::new();
             for &kind in &kinds {
-                let prefix = format!("{prefix}:r{round}");
-                let row = measure_row(args, url, &probe, &prefix, workload, kind, stop).await?;
-                if let Some(mut row) = row {
-                    row.round = round;
-                    row.print_line();
-                    rows.push(row);
+                match Contender::connect(kind, url).await? {
+                    Some(contender) => entrants.push((kind, contender)),
+                    None => eprintln!("{}: not built (feature `rslock` is off)", kind.name()),
                 }
+            }
+            let mut held = Vec::new();
+            for (_, contender) in &entrants {
+                let prefix = format!("{prefix}:held:{}", held.len());
+                held.push(
+                    contender
+                        .hold_background(&prefix, args.background_holds)
+                        .await?,
+                );
+            }
+            let measured = match workload {
+                Workload::W1 => {
+                    let (warmup, iterations) = (args.warmup, args.iterations);
+                    w1::run(&entrants, &probe, &prefix, warmup, iterations, args.chunk).await?
+                }
+                Workload::W2 => {
+                    let warmup = Duration::from_millis(300);
+                    w2::run(&entrants, &probe, &prefix, args.tasks, warmup, slices).await?
+                }
+            };
+            for (mut row, guards) in measured.into_iter().zip(held) {
+                row.round = round;
+                row.background = guards.len();
+                for guard in guards {
+                    let _ = guard.release().await?;
+                }
+                row.print_line();
+                rows.push(row);
             }
         }
     }
     Ok(rows)
-}
-
-/// One workload for one contender on a fresh connection; `None` when the contender is not built.
-async fn measure_row(
-    args: &Args,
-    url: &str,
-    probe: &Probe,
-    prefix: &str,
-    workload: Workload,
-    kind: Kind,
-    stop: w2::Stop,
-) -> Result<Option<Measurement>, BenchError> {
-    let Some(contender) = Contender::connect(kind, url).await? else {
-        eprintln!(
-            "{}: not built (feature `rslock` is off); skipped",
-            kind.name()
-        );
-        return Ok(None);
-    };
-    let held = contender
-        .hold_background(&format!("{prefix}:held"), args.background_holds)
-        .await?;
-    let mut row = match workload {
-        Workload::W1 => {
-            w1::run(
-                &contender,
-                probe,
-                kind,
-                prefix,
-                args.warmup,
-                args.iterations,
-            )
-            .await?
-        }
-        Workload::W2 => {
-            let warmup = Duration::from_millis(300);
-            w2::run(&contender, probe, kind, prefix, args.tasks, warmup, stop).await?
-        }
-    };
-    row.background = held.len();
-    for guard in held {
-        let _ = guard.release().await?;
-    }
-    Ok(Some(row))
-}
-
-/// Runs `redis-benchmark` against the host and port of `url` (not for password-protected URLs).
-fn server_limit_for(url: &str) -> Vec<ServerLimit> {
-    use redis::IntoConnectionInfo;
-    let info = match url.into_connection_info() {
-        Ok(info) => info,
-        Err(error) => {
-            eprintln!("redis-benchmark skipped: {error}");
-            return Vec::new();
-        }
-    };
-    if info.redis_settings().password().is_some() {
-        eprintln!("redis-benchmark skipped: the URL carries a password");
-        return Vec::new();
-    }
-    match info.addr() {
-        redis::ConnectionAddr::Tcp(host, port) => server_limit::measure(host, *port),
-        other => {
-            eprintln!("redis-benchmark skipped: not a plain TCP address ({other:?})");
-            Vec::new()
-        }
-    }
 }
 
 /// `/proc/loadavg`'s first three fields (`?` elsewhere): other work on the machine skews results.

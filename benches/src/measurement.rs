@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::probe::Cost;
+use crate::contenders::Kind;
+use crate::probe::{Cost, Counters};
 
 /// Latencies are recorded in nanoseconds (3 significant digits) and printed in microseconds.
 pub fn new_histogram() -> Histogram<u64> {
@@ -16,6 +17,46 @@ pub fn new_histogram() -> Histogram<u64> {
 pub fn record(histogram: &mut Histogram<u64>, latency: Duration) {
     let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
     histogram.saturating_record(nanos.max(1));
+}
+
+/// One contender's measured slices of a workload, added up.
+#[derive(Debug)]
+pub struct Tally {
+    /// Pairs measured.
+    pub ops: u64,
+    /// Wall time of the measured slices.
+    pub elapsed: Duration,
+    /// Per-pair latency, nanoseconds.
+    pub latency: Histogram<u64>,
+    /// Server and process counters over the measured slices.
+    pub counters: Counters,
+}
+
+impl Tally {
+    /// Nothing measured yet.
+    pub fn new() -> Self {
+        Tally {
+            ops: 0,
+            elapsed: Duration::ZERO,
+            latency: new_histogram(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The row for `kind` in `workload`.
+    pub fn into_measurement(self, workload: &'static str, kind: Kind, tasks: usize) -> Measurement {
+        Measurement {
+            workload,
+            contender: kind.name(),
+            tasks,
+            ops: self.ops,
+            elapsed: self.elapsed,
+            cost: self.counters.per_op(self.ops),
+            latency: self.latency,
+            background: 0,
+            round: 0,
+        }
+    }
 }
 
 /// The result of one workload for one contender. An op is one lock + unlock pair.

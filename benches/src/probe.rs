@@ -1,5 +1,6 @@
 //! Where the time of an op goes: commands the server ran (`INFO commandstats`), server CPU
-//! (`INFO cpu`) and this process's CPU (`/proc/self/stat`), sampled around a measured phase.
+//! (`INFO cpu`) and this process's CPU (`/proc/self/stat`), sampled around each measured slice and
+//! added up per contender.
 
 use std::collections::BTreeMap;
 
@@ -13,9 +14,10 @@ pub struct Probe {
     connection: MultiplexedConnection,
 }
 
-/// Counters at one instant.
-#[derive(Debug)]
-pub struct Snapshot {
+/// Counters: absolute at one instant ([`Probe::snapshot`]), or the difference between two
+/// ([`Counters::since`]), or a sum of differences ([`Counters::add`]).
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
     /// Command name → (calls, microseconds spent in it).
     commands: BTreeMap<String, (u64, u64)>,
     /// Server CPU seconds (user + system).
@@ -47,7 +49,7 @@ const CLIENT_COMMANDS: &[&str] = &[
     "exec",
 ];
 
-/// Per-op costs between two snapshots.
+/// Per-op costs of a [`Counters`] difference.
 #[derive(Debug, Default)]
 pub struct Cost {
     /// Commands the server ran per op, by name, most frequent first (the probe's own `INFO`
@@ -75,7 +77,7 @@ impl Probe {
     }
 
     /// Reads the counters.
-    pub async fn snapshot(&self) -> Result<Snapshot, BenchError> {
+    pub async fn snapshot(&self) -> Result<Counters, BenchError> {
         let mut connection = self.connection.clone();
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
@@ -100,7 +102,7 @@ impl Probe {
                 server_cpu += value.trim().parse::<f64>().unwrap_or(0.0);
             }
         }
-        Ok(Snapshot {
+        Ok(Counters {
             commands,
             server_cpu,
             client_cpu: process_cpu_seconds(),
@@ -128,43 +130,67 @@ fn process_cpu_seconds() -> Option<f64> {
     Some((utime + stime) as f64 / 100.0)
 }
 
-impl Snapshot {
-    /// Costs per op from `self` (earlier) to `later`, over `ops` ops.
-    pub fn cost_until(&self, later: &Snapshot, ops: u64) -> Cost {
-        let ops_f = ops.max(1) as f64;
-        let mut commands = Vec::new();
-        for (name, &(calls, usec)) in &later.commands {
-            let (calls_before, usec_before) = self.commands.get(name).copied().unwrap_or((0, 0));
+impl Counters {
+    /// What changed from `earlier` to `self`.
+    pub fn since(&self, earlier: &Counters) -> Counters {
+        let mut commands = BTreeMap::new();
+        for (name, &(calls, usec)) in &self.commands {
+            let (calls_before, usec_before) = earlier.commands.get(name).copied().unwrap_or((0, 0));
             let calls = calls.saturating_sub(calls_before);
             if name != "info" && calls > 0 {
-                commands.push((name.clone(), calls, usec.saturating_sub(usec_before)));
+                commands.insert(name.clone(), (calls, usec.saturating_sub(usec_before)));
             }
         }
-        let scripted = commands
-            .iter()
-            .any(|(name, _, _)| name.starts_with("eval") || name == "fcall");
+        Counters {
+            commands,
+            server_cpu: self.server_cpu - earlier.server_cpu,
+            client_cpu: self
+                .client_cpu
+                .zip(earlier.client_cpu)
+                .map(|(now, before)| now - before),
+        }
+    }
+
+    /// Adds a difference to this sum of differences.
+    pub fn add(&mut self, delta: &Counters) {
+        for (name, &(calls, usec)) in &delta.commands {
+            let entry = self.commands.entry(name.clone()).or_default();
+            entry.0 += calls;
+            entry.1 += usec;
+        }
+        self.server_cpu += delta.server_cpu;
+        if let Some(cpu) = delta.client_cpu {
+            *self.client_cpu.get_or_insert(0.0) += cpu;
+        }
+    }
+
+    /// This difference spread over `ops` ops.
+    pub fn per_op(&self, ops: u64) -> Cost {
+        let ops_f = ops.max(1) as f64;
+        let scripted = self
+            .commands
+            .keys()
+            .any(|name| name.starts_with("eval") || name == "fcall");
         let (mut requests, mut request_usec) = (0, 0);
-        for (name, calls, usec) in &commands {
+        for (name, &(calls, usec)) in &self.commands {
             let from_script = scripted && (name == "get" || name == "del");
             if CLIENT_COMMANDS.contains(&name.as_str()) && !from_script {
                 requests += calls;
                 request_usec += usec;
             }
         }
-        let mut commands: Vec<(String, f64)> = commands
-            .into_iter()
-            .map(|(name, calls, _)| (name, calls as f64 / ops_f))
+        let mut commands: Vec<(String, f64)> = self
+            .commands
+            .iter()
+            .map(|(name, &(calls, _))| (name.clone(), calls as f64 / ops_f))
             .collect();
         commands.sort_by(|a, b| b.1.total_cmp(&a.1));
         Cost {
             commands,
             requests: requests as f64 / ops_f,
             server_cmd_us: request_usec as f64 / ops_f,
-            server_cpu_us: (later.server_cpu - self.server_cpu) * 1e6 / ops_f,
-            client_cpu_us: match (self.client_cpu, later.client_cpu) {
-                (Some(before), Some(after)) => Some((after - before) * 1e6 / ops_f),
-                _ => None,
-            },
+            server_cpu_us: self.server_cpu * 1e6 / ops_f,
+            client_cpu_us: self.client_cpu.map(|cpu| cpu * 1e6 / ops_f),
         }
     }
 }
@@ -195,6 +221,26 @@ mod tests {
         assert_eq!(field(stats, "calls"), 2000);
         assert_eq!(field(stats, "usec"), 5000);
         assert_eq!(field(stats, "missing"), 0);
+    }
+
+    #[test]
+    fn differences_add_up() {
+        let at = |calls, cpu| Counters {
+            commands: BTreeMap::from([
+                ("evalsha".to_owned(), (calls, calls * 3)),
+                ("info".to_owned(), (calls, 1)),
+            ]),
+            server_cpu: cpu,
+            client_cpu: Some(cpu),
+        };
+        let mut sum = Counters::default();
+        sum.add(&at(10, 1.0).since(&at(4, 0.5)));
+        sum.add(&at(20, 2.0).since(&at(10, 1.0)));
+        let cost = sum.per_op(8);
+        assert_eq!(cost.commands, vec![("evalsha".to_owned(), 2.0)]);
+        assert!((cost.requests - 2.0).abs() < 1e-9);
+        assert!((cost.server_cmd_us - 6.0).abs() < 1e-9);
+        assert!((cost.server_cpu_us - 187_500.0).abs() < 1e-6);
     }
 
     #[test]

@@ -3,48 +3,57 @@
 use std::time::Instant;
 
 use crate::contenders::{BenchError, Contender, Kind};
-use crate::measurement::{Measurement, new_histogram, record};
+use crate::measurement::{Measurement, Tally, record};
 use crate::probe::Probe;
 
-/// Runs `warmup` unmeasured pairs, then `iterations` measured ones, in one spawned task (so the
-/// loop runs on a runtime worker, as application code does).
+/// Runs `warmup` unmeasured pairs per contender, then `iterations` measured ones, in chunks of
+/// `chunk` pairs that take turns between the contenders (so a slow spell of the machine hits them
+/// all alike). Everything runs in one spawned task, on a runtime worker as application code does.
 pub async fn run(
-    contender: &Contender,
+    entrants: &[(Kind, Contender)],
     probe: &Probe,
-    kind: Kind,
     prefix: &str,
     warmup: u64,
     iterations: u64,
-) -> Result<Measurement, BenchError> {
-    let contender = contender.clone();
+    chunk: u64,
+) -> Result<Vec<Measurement>, BenchError> {
+    let entrants = entrants.to_vec();
     let probe = probe.clone();
-    let prefix = format!("{prefix}:w1:{}", kind.name());
+    let prefix = format!("{prefix}:w1");
     tokio::spawn(async move {
-        for i in 0..warmup {
-            contender.lock_unlock(&format!("{prefix}:warm:{i}")).await?;
+        for (kind, contender) in &entrants {
+            for i in 0..warmup {
+                let key = format!("{prefix}:{}:warm:{i}", kind.name());
+                contender.lock_unlock(&key).await?;
+            }
         }
-        let mut latency = new_histogram();
-        let before = probe.snapshot().await?;
-        let started = Instant::now();
-        for i in 0..iterations {
-            let key = format!("{prefix}:{i}");
-            let sent = Instant::now();
-            contender.lock_unlock(&key).await?;
-            record(&mut latency, sent.elapsed());
+        let mut tallies: Vec<Tally> = entrants.iter().map(|_| Tally::new()).collect();
+        let chunks = iterations.div_ceil(chunk.max(1));
+        for turn in 0..chunks {
+            for offset in 0..entrants.len() {
+                // Rotate who goes first, so no contender always follows the same one.
+                let index = (turn as usize + offset) % entrants.len();
+                let (kind, contender) = &entrants[index];
+                let tally = &mut tallies[index];
+                let count = chunk.min(iterations - tally.ops);
+                let before = probe.snapshot().await?;
+                let started = Instant::now();
+                for i in tally.ops..tally.ops + count {
+                    let key = format!("{prefix}:{}:{i}", kind.name());
+                    let sent = Instant::now();
+                    contender.lock_unlock(&key).await?;
+                    record(&mut tally.latency, sent.elapsed());
+                }
+                tally.elapsed += started.elapsed();
+                tally.ops += count;
+                tally.counters.add(&probe.snapshot().await?.since(&before));
+            }
         }
-        let elapsed = started.elapsed();
-        let cost = before.cost_until(&probe.snapshot().await?, iterations);
-        Ok(Measurement {
-            workload: "W1",
-            contender: kind.name(),
-            tasks: 1,
-            ops: iterations,
-            elapsed,
-            latency,
-            cost,
-            background: 0,
-            round: 0,
-        })
+        Ok(entrants
+            .iter()
+            .zip(tallies)
+            .map(|((kind, _), tally)| tally.into_measurement("W1", *kind, 1))
+            .collect())
     })
     .await?
 }

@@ -5,50 +5,61 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 
 use crate::contenders::{BenchError, Contender, Kind};
-use crate::measurement::{Measurement, new_histogram, record};
+use crate::measurement::{Measurement, Tally, new_histogram, record};
 use crate::probe::Probe;
 
-/// When each task stops.
+/// When the tasks of one slice stop.
 #[derive(Clone, Copy, Debug)]
 pub enum Stop {
-    /// At this much time after the start.
+    /// At this much time after the slice started.
     After(Duration),
-    /// After this many pairs.
+    /// After this many pairs per task.
     Count(u64),
 }
 
-/// Runs a short unmeasured phase, then the measured one.
+/// How the measured phase of each contender is cut up.
+#[derive(Clone, Copy, Debug)]
+pub struct Slices {
+    /// Slices per contender.
+    pub count: u32,
+    /// When each slice ends.
+    pub each: Stop,
+}
+
+/// Runs a short unmeasured phase per contender, then the measured slices, which take turns
+/// between the contenders (so a slow spell of the machine hits them all alike).
 pub async fn run(
-    contender: &Contender,
+    entrants: &[(Kind, Contender)],
     probe: &Probe,
-    kind: Kind,
     prefix: &str,
     tasks: usize,
     warmup: Duration,
-    stop: Stop,
-) -> Result<Measurement, BenchError> {
-    let prefix = format!("{prefix}:w2:{}", kind.name());
-    phase(
-        contender,
-        &format!("{prefix}:warm"),
-        tasks,
-        Stop::After(warmup),
-    )
-    .await?;
-    let before = probe.snapshot().await?;
-    let (ops, elapsed, latency) = phase(contender, &prefix, tasks, stop).await?;
-    let cost = before.cost_until(&probe.snapshot().await?, ops);
-    Ok(Measurement {
-        workload: "W2",
-        contender: kind.name(),
-        tasks,
-        ops,
-        elapsed,
-        latency,
-        cost,
-        background: 0,
-        round: 0,
-    })
+    slices: Slices,
+) -> Result<Vec<Measurement>, BenchError> {
+    for (kind, contender) in entrants {
+        let prefix = format!("{prefix}:w2:{}:warm", kind.name());
+        phase(contender, &prefix, tasks, Stop::After(warmup)).await?;
+    }
+    let mut tallies: Vec<Tally> = entrants.iter().map(|_| Tally::new()).collect();
+    for turn in 0..slices.count as usize {
+        for offset in 0..entrants.len() {
+            let index = (turn + offset) % entrants.len();
+            let (kind, contender) = &entrants[index];
+            let tally = &mut tallies[index];
+            let prefix = format!("{prefix}:w2:{}:{turn}", kind.name());
+            let before = probe.snapshot().await?;
+            let (ops, elapsed, latency) = phase(contender, &prefix, tasks, slices.each).await?;
+            tally.counters.add(&probe.snapshot().await?.since(&before));
+            tally.ops += ops;
+            tally.elapsed += elapsed;
+            tally.latency.add(&latency)?;
+        }
+    }
+    Ok(entrants
+        .iter()
+        .zip(tallies)
+        .map(|((kind, _), tally)| tally.into_measurement("W2", *kind, tasks))
+        .collect())
 }
 
 /// `tasks` concurrent loops; returns the pairs done, the wall time until the last task ended,

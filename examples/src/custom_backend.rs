@@ -167,7 +167,8 @@ impl LockBackend for MapBackend {
             }
             Some(entry) => {
                 entry.holds += 1;
-                entry.expires_at = expires_at;
+                // Re-entry: only ever lengthen, so a nested short lease cannot cut the outer one.
+                entry.expires_at = entry.expires_at.max(expires_at);
                 entry.holds
             }
             None => {
@@ -201,7 +202,7 @@ impl LockBackend for MapBackend {
         };
         entry.holds -= 1;
         if entry.holds > 0 {
-            entry.expires_at = Instant::now() + lease;
+            entry.expires_at = entry.expires_at.max(Instant::now() + lease);
             return Ok(ReleaseOutcome::StillHeld {
                 hold_count: entry.holds,
             });
@@ -221,7 +222,7 @@ impl LockBackend for MapBackend {
             .iter()
             .map(|renewal| match tables.live(renewal.name) {
                 Some(entry) if entry.owner == renewal.owner => {
-                    entry.expires_at = now + renewal.lease;
+                    entry.expires_at = entry.expires_at.max(now + renewal.lease);
                     true
                 }
                 _ => false,
@@ -280,7 +281,7 @@ impl LockBackend for MapBackend {
     /// process's waiters and wakes one of them per `notify_released`.
     ///
     /// A networked store would also subscribe on the server, once per name:
-    /// `watch.ensure_subscribed(|| async { /* SUBSCRIBE */ Ok(()) }).await?`, and unsubscribe from
+    /// `watch.ensure_subscribed(|topic_id| async { /* SUBSCRIBE */ Ok(()) }).await?`, and unsubscribe from
     /// the hook given to `ReleaseHub::with_idle_hook`. A store without notifications returns
     /// `ReleaseWatch::polling(interval)` instead: waiters then re-check on a timer.
     async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {

@@ -29,6 +29,7 @@ pub enum Kind {
     /// `Locker::lock_with(no_wait, fixed 30 s lease)` + `LockGuard::release`.
     DistlockFixed,
     /// `Locker::try_lock` (watchdog lease) + `LockGuard::release`.
+    #[value(name = "distlock-try_lock", alias = "distlock-try-lock")]
     DistlockTryLock,
     /// `Locker::lock` (watchdog lease, waits forever) + `LockGuard::release`.
     DistlockLock,

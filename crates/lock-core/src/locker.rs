@@ -265,7 +265,10 @@ impl<B: LockBackend> Locker<B> {
             if deadline.is_some_and(|deadline| now >= deadline) {
                 return Ok(None);
             }
-            let mut sleep_for = ttl.unwrap_or(RECHECK_WITHOUT_TTL);
+            // A foreign holder may have set any PTTL; keep the instant arithmetic in range.
+            let mut sleep_for = ttl
+                .unwrap_or(RECHECK_WITHOUT_TTL)
+                .min(crate::options::MAX_DURATION);
             if let Some(every) = waiting.watch.poll_interval() {
                 sleep_for = sleep_for.min(jittered(every));
             }
@@ -446,6 +449,24 @@ mod tests {
         // The watchdog drops the entry at its next wake-up, within one renewal period.
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(locker.inner.watchdog.registered(), 0);
+    }
+
+    #[test]
+    fn the_watchdog_restarts_after_its_runtime_shut_down() {
+        let locker = Locker::new(MemoryBackend::new());
+        let first = tokio::runtime::Runtime::new().unwrap();
+        first.block_on(async {
+            let guard = locker.lock("first").await.unwrap();
+            std::mem::forget(guard); // keep the entry, and so the renewal task, alive
+        });
+        drop(first); // drops the renewal task mid-flight
+        let second = tokio::runtime::Runtime::new().unwrap();
+        second.block_on(async {
+            let options = LockOptions::new().watchdog_lease(Duration::from_millis(300));
+            let guard = locker.lock_with("second", &options).await.unwrap().unwrap();
+            tokio::time::sleep(Duration::from_millis(900)).await;
+            assert!(!guard.is_lost(), "renewed by a new renewal task");
+        });
     }
 
     #[tokio::test(start_paused = true)]

@@ -117,6 +117,14 @@ fn live<'a>(locks: &'a mut HashMap<String, Held>, name: &str) -> Option<&'a mut 
     locks.get_mut(name)
 }
 
+/// Moves the expiry later, never earlier: one hold's shorter lease must not cut short another
+/// hold of the same lock (as on Redis, where the scripts only ever lengthen the PEXPIRE).
+fn extend_to(held: &mut Held, until: Instant) {
+    if held.expires_at.is_none_or(|at| at < until) {
+        held.expires_at = Some(until);
+    }
+}
+
 impl LockBackend for MemoryBackend {
     fn client_id(&self) -> &str {
         &self.client_id
@@ -135,7 +143,7 @@ impl LockBackend for MemoryBackend {
         let count = held.holders.entry(request.owner.to_owned()).or_insert(0);
         *count += 1;
         let hold_count = *count;
-        held.expires_at = Some(now + request.lease);
+        extend_to(held, now + request.lease);
         let fencing_token = request.fencing.then(|| {
             let token = tables.fencing.entry(request.name.to_owned()).or_insert(0);
             *token += 1;
@@ -158,7 +166,7 @@ impl LockBackend for MemoryBackend {
         *count -= 1;
         if *count > 0 {
             let hold_count = *count;
-            held.expires_at = Some(Instant::now() + lease);
+            extend_to(held, Instant::now() + lease);
             return Ok(ReleaseOutcome::StillHeld { hold_count });
         }
         tables.locks.remove(name);
@@ -174,7 +182,7 @@ impl LockBackend for MemoryBackend {
             .iter()
             .map(|renewal| match live(&mut tables.locks, renewal.name) {
                 Some(held) if held.holders.contains_key(renewal.owner) => {
-                    held.expires_at = Some(now + renewal.lease);
+                    extend_to(held, now + renewal.lease);
                     true
                 }
                 _ => false,

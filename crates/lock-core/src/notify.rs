@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -15,7 +16,9 @@ use tokio::sync::{Notify, OnceCell, futures::Notified};
 
 use crate::error::Result;
 
-type IdleHook = Box<dyn Fn(&str) + Send + Sync>;
+type IdleHook = Box<dyn Fn(&str, u64) + Send + Sync>;
+
+static NEXT_TOPIC_ID: AtomicU64 = AtomicU64::new(1);
 
 struct HubInner {
     topics: Mutex<HashMap<String, Weak<Topic>>>,
@@ -24,8 +27,14 @@ struct HubInner {
 
 struct Topic {
     name: String,
+    /// Distinguishes successive topics of one name, so the backend can count subscriptions per
+    /// topic and ignore an unsubscribe for one it never counted.
+    id: u64,
     notify: Notify,
     subscribed: OnceCell<()>,
+    /// Set before the subscribe request is made: a waiter cancelled while subscribing leaves a
+    /// request the backend may have applied, which must be undone when the topic goes away.
+    requested: AtomicBool,
     hub: Weak<HubInner>,
 }
 
@@ -43,8 +52,8 @@ impl Drop for Topic {
             topics.remove(&self.name);
         }
         drop(topics);
-        if self.subscribed.initialized() {
-            (hub.on_idle)(&self.name);
+        if self.requested.load(Ordering::Acquire) {
+            (hub.on_idle)(&self.name, self.id);
         }
     }
 }
@@ -63,7 +72,7 @@ impl Drop for Topic {
 /// # tokio_test_block_on(async {
 /// let hub = ReleaseHub::new();
 /// let watch = hub.watch("orders:42");
-/// watch.ensure_subscribed(|| async { Ok(()) }).await.unwrap(); // e.g. SUBSCRIBE on the server
+/// watch.ensure_subscribed(|_topic| async { Ok(()) }).await.unwrap(); // e.g. SUBSCRIBE
 /// hub.notify_released("orders:42");
 /// watch.wait_released().await; // returns at once: the release above left a permit
 /// # });
@@ -94,14 +103,16 @@ impl ReleaseHub {
     /// A hub without server subscriptions to manage (for stores that notify in-process).
     #[must_use]
     pub fn new() -> Self {
-        Self::with_idle_hook(|_| {})
+        Self::with_idle_hook(|_, _| {})
     }
 
-    /// A hub that calls `on_idle(name)` when the last watch of a subscribed name is dropped, so the
-    /// backend can unsubscribe on the server. The hook runs inside `Drop`: it must not block
-    /// (send a message to a task instead).
+    /// A hub that calls `on_idle(name, topic_id)` when the last watch of a name whose subscription
+    /// was requested (see [`ReleaseWatch::ensure_subscribed`]) is dropped, so the backend can
+    /// unsubscribe on the server. The hook runs inside `Drop`: it must not block (send a message
+    /// to a task instead). It runs even when the subscribe request was cancelled or failed, since
+    /// the backend may have applied it; pair subscribe and unsubscribe by `topic_id`.
     #[must_use]
-    pub fn with_idle_hook(on_idle: impl Fn(&str) + Send + Sync + 'static) -> Self {
+    pub fn with_idle_hook(on_idle: impl Fn(&str, u64) + Send + Sync + 'static) -> Self {
         ReleaseHub {
             inner: Arc::new(HubInner {
                 topics: Mutex::new(HashMap::new()),
@@ -121,8 +132,10 @@ impl ReleaseHub {
         }
         let topic = Arc::new(Topic {
             name: name.to_owned(),
+            id: NEXT_TOPIC_ID.fetch_add(1, Ordering::Relaxed),
             notify: Notify::new(),
             subscribed: OnceCell::new(),
+            requested: AtomicBool::new(false),
             hub: Arc::downgrade(&self.inner),
         });
         topics.insert(name.to_owned(), Arc::downgrade(&topic));
@@ -208,21 +221,25 @@ impl ReleaseWatch {
         }
     }
 
-    /// Runs `subscribe` once for the lifetime of this name's shared topic; concurrent callers
-    /// wait for the one running it. After a failure the next caller tries again.
+    /// Runs `subscribe(topic_id)` once for the lifetime of this name's shared topic; concurrent
+    /// callers wait for the one running it. After a failure the next caller tries again (with the
+    /// same topic id).
     ///
     /// # Errors
     ///
     /// Whatever `subscribe` returns.
     pub async fn ensure_subscribed<F, Fut>(&self, subscribe: F) -> Result<()>
     where
-        F: FnOnce() -> Fut,
+        F: FnOnce(u64) -> Fut,
         Fut: Future<Output = Result<()>>,
     {
         match &self.source {
             Source::Topic(topic) => topic
                 .subscribed
-                .get_or_try_init(subscribe)
+                .get_or_try_init(|| {
+                    topic.requested.store(true, Ordering::Release);
+                    subscribe(topic.id)
+                })
                 .await
                 .map(|_| ()),
             Source::Polling(_) => Ok(()),
@@ -267,7 +284,7 @@ mod tests {
     async fn watches_share_a_topic_and_the_idle_hook_runs_once() {
         let idle = Arc::new(AtomicUsize::new(0));
         let counter = idle.clone();
-        let hub = ReleaseHub::with_idle_hook(move |_| {
+        let hub = ReleaseHub::with_idle_hook(move |_, _| {
             counter.fetch_add(1, Ordering::SeqCst);
         });
         let subscribes = AtomicUsize::new(0);
@@ -275,7 +292,7 @@ mod tests {
         let b = hub.watch("x");
         for watch in [&a, &b] {
             watch
-                .ensure_subscribed(|| async {
+                .ensure_subscribed(|_| async {
                     subscribes.fetch_add(1, Ordering::SeqCst);
                     Ok(())
                 })

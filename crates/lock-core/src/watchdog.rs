@@ -37,6 +37,8 @@ pub(crate) struct LeaseStatus {
 }
 
 struct Entry {
+    /// Bumped by `set_lease`, so a renewal sent before an `extend` cannot overwrite its result.
+    generation: u64,
     name: String,
     owner: String,
     lease: Duration,
@@ -51,6 +53,8 @@ struct Registry {
     entries: HashMap<u64, Entry>,
     next_id: u64,
     running: bool,
+    /// Which renewal task is the current one (bumped at each start).
+    epoch: u64,
 }
 
 struct Shared<B> {
@@ -106,6 +110,7 @@ impl<B: LockBackend> Watchdog<B> {
         registry.entries.insert(
             id,
             Entry {
+                generation: 0,
                 due: acquired_at + renew_period(lease.lease),
                 name: lease.name,
                 owner: lease.owner,
@@ -117,7 +122,8 @@ impl<B: LockBackend> Watchdog<B> {
         );
         if !registry.running {
             registry.running = true;
-            tokio::spawn(run(self.shared.clone()));
+            registry.epoch += 1;
+            tokio::spawn(run(self.shared.clone(), registry.epoch));
         } else {
             self.shared.wake.notify_one();
         }
@@ -132,6 +138,7 @@ impl<B: LockBackend> Watchdog<B> {
     /// Changes the lease length of a registered entry (after `extend`).
     pub fn set_lease(&self, id: u64, lease: Duration, valid_until: Instant, renewed_at: Instant) {
         if let Some(entry) = self.lock_registry().entries.get_mut(&id) {
+            entry.generation += 1;
             entry.lease = lease;
             entry.valid_until = valid_until;
             entry.due = renewed_at + renew_period(lease);
@@ -153,6 +160,7 @@ impl<B: LockBackend> Watchdog<B> {
 
 struct Due {
     id: u64,
+    generation: u64,
     name: String,
     owner: String,
     lease: Duration,
@@ -165,7 +173,32 @@ enum Next {
     Stop,
 }
 
-async fn run<B: LockBackend>(shared: Arc<Shared<B>>) {
+/// Clears `running` when the renewal task ends for any reason, including its runtime shutting
+/// down and dropping it, so the next registration starts a new task.
+struct RunningFlag<'a, B> {
+    shared: &'a Shared<B>,
+    epoch: u64,
+}
+
+impl<B> Drop for RunningFlag<'_, B> {
+    fn drop(&mut self) {
+        let mut registry = self
+            .shared
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // A newer task may already have been started after this one decided to stop.
+        if registry.epoch == self.epoch {
+            registry.running = false;
+        }
+    }
+}
+
+async fn run<B: LockBackend>(shared: Arc<Shared<B>>, epoch: u64) {
+    let _running = RunningFlag {
+        shared: &shared,
+        epoch,
+    };
     loop {
         match plan(&shared) {
             Next::Stop => return,
@@ -206,6 +239,7 @@ fn plan<B>(shared: &Shared<B>) -> Next {
         if entry.due <= now + batching_slack(entry.lease) {
             batch.push(Due {
                 id,
+                generation: entry.generation,
                 name: entry.name.clone(),
                 owner: entry.owner.clone(),
                 lease,
@@ -256,6 +290,9 @@ async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
                 let Some(entry) = registry.entries.get_mut(&due.id) else {
                     continue; // released while the renewal was in flight
                 };
+                if entry.generation != due.generation {
+                    continue; // extended meanwhile: that newer answer stands
+                }
                 if ours {
                     entry.valid_until = sent_at + due.lease;
                     entry.due = sent_at + renew_period(entry.lease);

@@ -7,7 +7,7 @@
 //! local waiter to retry, since releases may have been missed meanwhile. Against a server without
 //! RESP3 the backend falls back to polling.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -22,8 +22,10 @@ use crate::errors::map_error;
 enum Command {
     /// Subscribe (or count one more watcher). Replies `Ok(false)` when the server cannot push and
     /// the caller must poll instead.
-    Subscribe(String, oneshot::Sender<Result<bool>>),
-    Unsubscribe(String),
+    /// Each local topic (one per name and lifetime, see `ReleaseHub`) is counted by its id, so
+    /// an unsubscribe for a subscribe that never took effect is ignored.
+    Subscribe(String, u64, oneshot::Sender<Result<bool>>),
+    Unsubscribe(String, u64),
 }
 
 /// The notification side of one backend.
@@ -51,9 +53,9 @@ impl Notifications {
         // The hub lives inside the connection's push handler, which the task owns: holding only a
         // weak sender here lets the task end when the backend is dropped.
         let weak = commands.downgrade();
-        let hub = ReleaseHub::with_idle_hook(move |channel| {
+        let hub = ReleaseHub::with_idle_hook(move |channel, topic| {
             if let Some(commands) = weak.upgrade() {
-                let _ = commands.send(Command::Unsubscribe(channel.to_owned()));
+                let _ = commands.send(Command::Unsubscribe(channel.to_owned(), topic));
             }
         });
         let polling = Arc::new(AtomicBool::new(false));
@@ -81,18 +83,23 @@ impl Notifications {
             return Ok(ReleaseWatch::polling(self.poll_interval));
         }
         let watch = self.hub.watch(channel);
-        watch
-            .ensure_subscribed(|| async {
+        let subscribed = watch
+            .ensure_subscribed(|topic| async move {
                 let (reply, answer) = oneshot::channel();
                 commands
-                    .send(Command::Subscribe(channel.to_owned(), reply))
+                    .send(Command::Subscribe(channel.to_owned(), topic, reply))
                     .map_err(|_| Error::ConnectionLost("notification task ended".into()))?;
                 answer
                     .await
                     .map_err(|_| Error::ConnectionLost("notification task ended".into()))?
                     .map(|_| ())
             })
-            .await?;
+            .await;
+        if let Err(error) = subscribed {
+            // Waiting still works without notifications, only slower: poll rather than fail.
+            tracing::warn!(%error, %channel, "could not subscribe to release notifications; polling");
+            return Ok(ReleaseWatch::polling(self.poll_interval));
+        }
         if self.polling.load(Ordering::Relaxed) {
             return Ok(ReleaseWatch::polling(self.poll_interval));
         }
@@ -149,12 +156,12 @@ async fn run(
     polling: Arc<AtomicBool>,
 ) {
     let mut connection: Option<ConnectionManager> = None;
-    let mut watchers: HashMap<String, usize> = HashMap::new();
+    let mut watchers: HashMap<String, HashSet<u64>> = HashMap::new();
     while let Some(command) = commands.recv().await {
         match command {
-            Command::Subscribe(channel, reply) => {
-                if let Some(count) = watchers.get_mut(&channel) {
-                    *count += 1;
+            Command::Subscribe(channel, topic, reply) => {
+                if let Some(topics) = watchers.get_mut(&channel) {
+                    topics.insert(topic);
                     let _ = reply.send(Ok(true));
                     continue;
                 }
@@ -183,19 +190,19 @@ async fn run(
                 let subscribed = tokio::time::timeout(timeout, manager.subscribe(&channel)).await;
                 let _ = reply.send(match subscribed {
                     Ok(Ok(())) => {
-                        watchers.insert(channel, 1);
+                        watchers.insert(channel, HashSet::from([topic]));
                         Ok(true)
                     }
                     Ok(Err(error)) => Err(map_error(&error, timeout)),
                     Err(_) => Err(Error::Timeout { after: timeout }),
                 });
             }
-            Command::Unsubscribe(channel) => {
-                let Some(count) = watchers.get_mut(&channel) else {
+            Command::Unsubscribe(channel, topic) => {
+                let Some(topics) = watchers.get_mut(&channel) else {
                     continue;
                 };
-                *count -= 1;
-                if *count > 0 {
+                topics.remove(&topic);
+                if !topics.is_empty() {
                     continue;
                 }
                 watchers.remove(&channel);

@@ -475,3 +475,47 @@ async fn a_dead_server_is_a_retryable_connection_error() {
     let guard = guard.expect("reconnected after restart");
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
 }
+
+#[tokio::test]
+async fn waiters_cancelled_while_subscribing_leave_no_subscription() {
+    let server = start();
+    let (a, b) = (locker(&server).await, locker(&server).await);
+    let mut raw = server.connection().await;
+    let mut held = Vec::new();
+    for i in 0..100 {
+        held.push(a.lock(&format!("churn:{i}")).await.unwrap());
+    }
+    // Short waits and timeouts cancel waiters at every stage, subscribing included.
+    let mut waiters = Vec::new();
+    for i in 0..100 {
+        let b = b.clone();
+        waiters.push(tokio::spawn(async move {
+            let name = format!("churn:{i}");
+            let wait = Duration::from_millis(1 + (i % 7));
+            let _ = b.lock_with(&name, &LockOptions::new().wait(wait)).await;
+            let _ = timeout(Duration::from_micros(300 * (i % 5)), b.lock(&name)).await;
+        }));
+    }
+    for waiter in waiters {
+        waiter.await.unwrap();
+    }
+    let mut channels = Vec::new();
+    for _ in 0..100 {
+        channels = query::<Vec<String>>(
+            &mut raw,
+            &["PUBSUB", "CHANNELS", "redisson_lock__channel:*"],
+        )
+        .await;
+        if channels.is_empty() {
+            break;
+        }
+        sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        channels.is_empty(),
+        "{} channels still subscribed",
+        channels.len()
+    );
+    assert_eq!(b.backend().watched_locks(), 0);
+    drop(held);
+}

@@ -131,6 +131,42 @@ pub async fn reentrant_counts<H: Harness>(harness: &H) {
     assert!(!locker.is_locked(&name).await.expect("state"));
 }
 
+/// A nested hold with a shorter lease never cuts short the outer hold's lease.
+pub async fn nested_shorter_lease_keeps_outer_hold<H: Harness>(harness: &H) {
+    let (a, b) = two_clients(harness).await;
+    let name = fresh_name("nested-lease");
+    let outer = a
+        .lock_with(&name, &LockOptions::new().lease(LONG_LEASE))
+        .await
+        .expect("lock")
+        .expect("free");
+    let inner = a
+        .lock_with(&name, &LockOptions::new().lease(Duration::from_millis(100)))
+        .await
+        .expect("re-enter")
+        .expect("re-entry is granted");
+    assert_eq!(inner.hold_count(), 2);
+    sleep(Duration::from_millis(300)).await;
+    assert!(
+        b.try_lock(&name).await.expect("try").is_none(),
+        "outer lease still runs"
+    );
+    assert_eq!(
+        inner.release().await.expect("release"),
+        ReleaseOutcome::StillHeld { hold_count: 1 }
+    );
+    sleep(Duration::from_millis(300)).await;
+    assert!(
+        b.try_lock(&name).await.expect("try").is_none(),
+        "outer lease still runs"
+    );
+    assert!(!outer.is_lost());
+    assert_eq!(
+        outer.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+}
+
 /// A release by someone who does not hold the lock is refused and changes nothing.
 pub async fn release_by_non_owner_is_refused<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
@@ -520,6 +556,7 @@ macro_rules! conformance_tests {
         $crate::conformance_tests!(@cases $harness;
             exclusion_between_owners,
             reentrant_counts,
+            nested_shorter_lease_keeps_outer_hold,
             release_by_non_owner_is_refused,
             double_unlock_and_unlock_after_expiry,
             explicit_lease_expires,

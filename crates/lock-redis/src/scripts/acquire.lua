@@ -3,11 +3,16 @@
 -- Without `allow-oom`, Redis refuses this script before it runs when the server is out of memory,
 -- so an acquire never half-writes under OOM.
 -- KEYS[1] lock hash, KEYS[2] fencing counter
--- ARGV[1] lease in ms, ARGV[2] owner field, ARGV[3] '1' to hand out a fencing token
+-- ARGV[1] lease in ms (set on a first hold; on a re-entry only if longer than what is left),
+-- ARGV[2] owner field, ARGV[3] '1' to hand out a fencing token
 -- Returns {1, hold count, token or 0} when granted, {0, pttl} when held by someone else.
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    -- A re-entry only ever lengthens the lease: a nested hold with a shorter lease must not cut
+    -- short the outer holds (whose guards count on their own, longer validity).
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     local token = 0
     if ARGV[3] == '1' then
         token = redis.call('incr', KEYS[2])

@@ -1,7 +1,7 @@
 #!lua flags=allow-oom
 -- Give back one hold. Allowed under OOM: releasing frees memory.
 -- KEYS[1] lock hash
--- ARGV[1] lease in ms (reset while holds remain), ARGV[2] owner field,
+-- ARGV[1] lease in ms (extends, never shortens, the remaining holds' lease), ARGV[2] owner field,
 -- ARGV[3] release channel, ARGV[4] release message
 -- Returns -1 when the owner holds nothing (nothing changed), 0 when the lock was freed
 -- (and the release published), or the remaining hold count.
@@ -10,7 +10,10 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
 end
 local count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
 if count > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    -- Never shorten the lease of the remaining holds.
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
     return count
 end
 redis.call('del', KEYS[1])

@@ -5,7 +5,10 @@
 local renewed = {}
 for i = 1, #KEYS do
     if redis.call('hexists', KEYS[i], ARGV[2 * i - 1]) == 1 then
-        redis.call('pexpire', KEYS[i], ARGV[2 * i])
+        -- Only lengthen: another hold of the same owner may have asked for a longer lease.
+        if redis.call('pttl', KEYS[i]) < tonumber(ARGV[2 * i]) then
+            redis.call('pexpire', KEYS[i], ARGV[2 * i])
+        end
         renewed[i] = 1
     else
         renewed[i] = 0
