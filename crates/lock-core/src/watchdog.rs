@@ -55,7 +55,15 @@ struct Registry {
     running: bool,
     /// Which renewal task is the current one (bumped at each start).
     epoch: u64,
+    /// When the task will look at the registry next on its own; `None` while it idles. A new
+    /// entry wakes the task only when it falls due before that, so the hot path of `lock()` does
+    /// not wake another thread.
+    next_wake: Option<Instant>,
 }
+
+/// An idle renewal task lingers this long for new registrations before it exits, so a stream of
+/// short watchdog holds does not spawn a task per hold.
+const IDLE_LINGER: Duration = Duration::from_secs(30);
 
 struct Shared<B> {
     backend: Arc<B>,
@@ -105,6 +113,7 @@ impl<B: LockBackend> Watchdog<B> {
     /// Starts renewing a lease; returns the id to unregister it with.
     pub fn register(&self, lease: WatchedLease, acquired_at: Instant) -> u64 {
         let mut registry = self.lock_registry();
+        let lease_length = lease.lease;
         let id = registry.next_id;
         registry.next_id += 1;
         registry.entries.insert(
@@ -120,11 +129,14 @@ impl<B: LockBackend> Watchdog<B> {
                 status: lease.status,
             },
         );
+        let due = acquired_at + renew_period(lease_length);
         if !registry.running {
             registry.running = true;
             registry.epoch += 1;
+            registry.next_wake = Some(Instant::now());
             tokio::spawn(run(self.shared.clone(), registry.epoch));
-        } else {
+        } else if registry.next_wake.is_none_or(|at| due < at) {
+            registry.next_wake = Some(due);
             self.shared.wake.notify_one();
         }
         id
@@ -170,7 +182,7 @@ struct Due {
 enum Next {
     Renew(Vec<Due>),
     SleepUntil(Instant),
-    Stop,
+    Idle,
 }
 
 /// Clears `running` when the renewal task ends for any reason, including its runtime shutting
@@ -201,7 +213,16 @@ async fn run<B: LockBackend>(shared: Arc<Shared<B>>, epoch: u64) {
     };
     loop {
         match plan(&shared) {
-            Next::Stop => return,
+            Next::Idle => {
+                let woken = tokio::time::timeout(IDLE_LINGER, shared.wake.notified()).await;
+                if woken.is_err() {
+                    let mut registry = shared.registry.lock().unwrap_or_else(|e| e.into_inner());
+                    if registry.entries.is_empty() {
+                        registry.running = false;
+                        return;
+                    }
+                }
+            }
             Next::SleepUntil(at) => {
                 tokio::select! {
                     () = tokio::time::sleep_until(at) => {}
@@ -253,14 +274,14 @@ fn plan<B>(shared: &Shared<B>) -> Next {
         true
     });
     if !batch.is_empty() {
+        // The task replans right after the batch, and sees new entries then.
+        registry.next_wake = Some(now);
         return Next::Renew(batch);
     }
+    registry.next_wake = next_due;
     match next_due {
         Some(at) => Next::SleepUntil(at),
-        None => {
-            registry.running = false;
-            Next::Stop
-        }
+        None => Next::Idle,
     }
 }
 

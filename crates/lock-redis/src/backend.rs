@@ -122,9 +122,11 @@ impl RedisBackendBuilder {
             redis::Client::open(self.url.as_str()).map_err(|error| Error::InvalidConfig {
                 reason: format!("bad Redis URL: {error}"),
             })?;
+        // No response timeout here: every call has its own (see `call_timeout`), and one timer
+        // per call is enough on the hot path.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.command_timeout))
+            .set_response_timeout(None)
             .set_number_of_retries(2);
         let connection = tokio::time::timeout(
             self.connect_timeout,
