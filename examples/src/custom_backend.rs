@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use lock_core::{
     AcquireOutcome, AcquireRequest, Grant, LockBackend, LockState, ReleaseHub, ReleaseOutcome,
-    ReleaseWatch, Renewal, Result,
+    ReleaseWatch, RenewOutcome, Renewal, Result,
 };
 // tokio's clock rather than std's, so tests with paused time (`tokio::time::pause`) work.
 use tokio::time::Instant;
@@ -214,8 +214,8 @@ impl LockBackend for MapBackend {
     }
 
     /// The watchdog's batched renewal: extend each lease that is still ours, report which were.
-    /// A `false` tells the guard its lock is lost (`LeaseLoss::NotOurs`).
-    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<bool>> {
+    /// `NotHeld` tells the guard its lock is lost (`LeaseLoss::NotOurs`).
+    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
         let mut tables = self.tables();
         let now = Instant::now();
         Ok(renewals
@@ -223,9 +223,9 @@ impl LockBackend for MapBackend {
             .map(|renewal| match tables.live(renewal.name) {
                 Some(entry) if entry.owner == renewal.owner => {
                     entry.expires_at = entry.expires_at.max(now + renewal.lease);
-                    true
+                    RenewOutcome::Renewed
                 }
-                _ => false,
+                _ => RenewOutcome::NotHeld,
             })
             .collect())
     }

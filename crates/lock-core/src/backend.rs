@@ -29,6 +29,11 @@ pub struct AcquireRequest<'a> {
     pub lease: Duration,
     /// Whether to hand out a fencing token.
     pub fencing: bool,
+    /// How many holds of `owner` on this lock the caller knows it has (its live guards). A
+    /// backend that must undo an attempt of unknown outcome on its own (a composite whose nodes
+    /// answered differently) lowers the owner's count back to this with
+    /// [`LockBackend::abandon`].
+    pub known_holds: u32,
 }
 
 /// What one acquire attempt found.
@@ -42,6 +47,14 @@ pub enum AcquireOutcome {
         /// How long the current hold still has to live, when the store knows; waiters cap their
         /// sleep by it.
         ttl: Option<Duration>,
+    },
+    /// The attempt failed without one clear holder to wait for (composites: the nodes split
+    /// between owners, or did not all answer) and everything it took was given back. Retry after
+    /// `retry_after`, not earlier and not on a release notification: the random delay keeps
+    /// competing clients from colliding again.
+    Contended {
+        /// How long to wait before the next attempt.
+        retry_after: Duration,
     },
 }
 
@@ -68,6 +81,15 @@ pub enum ReleaseOutcome {
     },
     /// The owner did not hold the lock (never taken, released twice, or expired). Nothing changed.
     NotHeld,
+    /// Composites only: enough nodes gave the hold back for the lock to be free, but not all of
+    /// them confirmed (some were unreachable, or had already lost the hold). What is left on the
+    /// others expires with its lease.
+    PartlyReleased {
+        /// The nodes that released the lock.
+        released: u32,
+        /// The number of nodes.
+        nodes: u32,
+    },
 }
 
 impl ReleaseOutcome {
@@ -75,6 +97,31 @@ impl ReleaseOutcome {
     #[must_use]
     pub fn was_held(&self) -> bool {
         !matches!(self, ReleaseOutcome::NotHeld)
+    }
+}
+
+/// What one renewal in a batch found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RenewOutcome {
+    /// The lock was still ours; its lease now runs from the time the renewal was sent.
+    Renewed,
+    /// The lock is no longer ours (deleted, expired or taken over): the lease is lost.
+    NotHeld,
+    /// Not decided this time (composites: too few nodes answered either way). The watchdog
+    /// retries until the lease's validity deadline.
+    Unknown,
+}
+
+impl RenewOutcome {
+    /// The outcome for a plain yes/no answer.
+    #[must_use]
+    pub fn from_held(still_ours: bool) -> Self {
+        if still_ours {
+            RenewOutcome::Renewed
+        } else {
+            RenewOutcome::NotHeld
+        }
     }
 }
 
@@ -158,6 +205,15 @@ pub trait LockBackend: Send + Sync + 'static {
         crate::options::check_name(name)
     }
 
+    /// How much of a lease of this length the holder must not count on: guards treat a lease as
+    /// valid until `send time + lease - clock_drift(lease)`. Zero (the default) for a single
+    /// store; composites over independent clocks return a drift allowance (RedLock:
+    /// `lease × 1 % + 2 ms`).
+    fn clock_drift(&self, lease: Duration) -> Duration {
+        let _ = lease;
+        Duration::ZERO
+    }
+
     /// One attempt to take the lock: take it if free or already ours (re-entry), set the lease;
     /// otherwise report who-knows-how-long it stays held.
     fn try_acquire(
@@ -174,9 +230,11 @@ pub trait LockBackend: Send + Sync + 'static {
         lease: Duration,
     ) -> impl Future<Output = Result<ReleaseOutcome>> + Send;
 
-    /// Renews many leases in one call. Returns, in order, whether each lock was still ours (and so
-    /// renewed).
-    fn renew(&self, renewals: &[Renewal<'_>]) -> impl Future<Output = Result<Vec<bool>>> + Send;
+    /// Renews many leases in one call. Returns, in order, what each renewal found.
+    fn renew(
+        &self,
+        renewals: &[Renewal<'_>],
+    ) -> impl Future<Output = Result<Vec<RenewOutcome>>> + Send;
 
     /// Lowers `owner`'s hold count to at most `keep` (0 removes the hold, freeing the lock and
     /// notifying waiters if nobody else holds it). Used after an acquire whose outcome is unknown
@@ -222,6 +280,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub trait DynLockBackend: Send + Sync + 'static {
     fn client_id(&self) -> &str;
     fn check_name(&self, name: &str) -> Result<()>;
+    fn clock_drift(&self, lease: Duration) -> Duration;
     fn try_acquire<'a>(
         &'a self,
         request: AcquireRequest<'a>,
@@ -232,7 +291,8 @@ pub trait DynLockBackend: Send + Sync + 'static {
         owner: &'a str,
         lease: Duration,
     ) -> BoxFuture<'a, Result<ReleaseOutcome>>;
-    fn renew<'a>(&'a self, renewals: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<bool>>>;
+    fn renew<'a>(&'a self, renewals: &'a [Renewal<'a>])
+    -> BoxFuture<'a, Result<Vec<RenewOutcome>>>;
     fn abandon<'a>(&'a self, name: &'a str, owner: &'a str, keep: u32)
     -> BoxFuture<'a, Result<()>>;
     fn force_release<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool>>;
@@ -246,6 +306,9 @@ impl<T: LockBackend> DynLockBackend for T {
     }
     fn check_name(&self, name: &str) -> Result<()> {
         LockBackend::check_name(self, name)
+    }
+    fn clock_drift(&self, lease: Duration) -> Duration {
+        LockBackend::clock_drift(self, lease)
     }
     fn try_acquire<'a>(
         &'a self,
@@ -261,7 +324,10 @@ impl<T: LockBackend> DynLockBackend for T {
     ) -> BoxFuture<'a, Result<ReleaseOutcome>> {
         Box::pin(LockBackend::release(self, name, owner, lease))
     }
-    fn renew<'a>(&'a self, renewals: &'a [Renewal<'a>]) -> BoxFuture<'a, Result<Vec<bool>>> {
+    fn renew<'a>(
+        &'a self,
+        renewals: &'a [Renewal<'a>],
+    ) -> BoxFuture<'a, Result<Vec<RenewOutcome>>> {
         Box::pin(LockBackend::renew(self, renewals))
     }
     fn abandon<'a>(
@@ -290,13 +356,16 @@ impl LockBackend for Arc<dyn DynLockBackend> {
     fn check_name(&self, name: &str) -> Result<()> {
         (**self).check_name(name)
     }
+    fn clock_drift(&self, lease: Duration) -> Duration {
+        (**self).clock_drift(lease)
+    }
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
         (**self).try_acquire(request).await
     }
     async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
         (**self).release(name, owner, lease).await
     }
-    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<bool>> {
+    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
         (**self).renew(renewals).await
     }
     async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {

@@ -79,6 +79,94 @@ pub enum Error {
     /// Any other backend failure.
     #[error("backend error: {0}")]
     Backend(String),
+    /// A composite backend (MultiLock, RedLock) did not get enough nodes to agree; says which
+    /// nodes failed and why.
+    #[error("{0}")]
+    Quorum(QuorumError),
+}
+
+/// Why a composite call did not reach the number of nodes it needs.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use lock_core::error::{Error, NodeFailure, QuorumError};
+///
+/// let failures = vec![
+///     NodeFailure::new(1, Error::Timeout { after: Duration::from_millis(50) }),
+///     NodeFailure::new(2, Error::ConnectionLost("refused".into())),
+/// ];
+/// let error = Error::Quorum(QuorumError::new("acquire", 1, 2, 3, failures));
+/// assert!(error.is_retryable());
+/// assert!(error.to_string().contains("1 of 3 nodes"));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct QuorumError {
+    /// The call that failed: `acquire`, `release`, `renew`, `abandon`, `force_release`,
+    /// `inspect`, `watch_releases`.
+    pub operation: &'static str,
+    /// How many nodes answered as needed (granted the lock, released it, ...).
+    pub granted: usize,
+    /// How many nodes had to.
+    pub required: usize,
+    /// How many nodes there are.
+    pub nodes: usize,
+    /// The nodes that failed (by index in the node list) and their errors.
+    pub failures: Vec<NodeFailure>,
+}
+
+impl std::fmt::Display for QuorumError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {} of {} nodes succeeded, {} required",
+            self.operation, self.granted, self.nodes, self.required
+        )?;
+        for failure in &self.failures {
+            write!(f, "; node {}: {}", failure.node, failure.error)?;
+        }
+        Ok(())
+    }
+}
+
+/// One node's failure inside a [`QuorumError`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct NodeFailure {
+    /// The node's index in the composite's node list.
+    pub node: usize,
+    /// What went wrong there.
+    pub error: Error,
+}
+
+impl QuorumError {
+    /// A quorum error for `operation`.
+    #[must_use]
+    pub fn new(
+        operation: &'static str,
+        granted: usize,
+        required: usize,
+        nodes: usize,
+        failures: Vec<NodeFailure>,
+    ) -> Self {
+        QuorumError {
+            operation,
+            granted,
+            required,
+            nodes,
+            failures,
+        }
+    }
+}
+
+impl NodeFailure {
+    /// The failure of node `node`.
+    #[must_use]
+    pub fn new(node: usize, error: Error) -> Self {
+        NodeFailure { node, error }
+    }
 }
 
 impl Error {
@@ -88,14 +176,19 @@ impl Error {
     /// timeouts, broken connections, read-only replicas, out-of-memory and busy servers may pass.
     #[must_use]
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
+        match self {
             Error::Timeout { .. }
-                | Error::ConnectionLost(_)
-                | Error::ReadOnly(_)
-                | Error::OutOfMemory(_)
-                | Error::Unavailable(_)
-        )
+            | Error::ConnectionLost(_)
+            | Error::ReadOnly(_)
+            | Error::OutOfMemory(_)
+            | Error::Unavailable(_) => true,
+            // Retrying can help only if every failed node may recover.
+            Error::Quorum(quorum) => quorum
+                .failures
+                .iter()
+                .all(|failure| failure.error.is_retryable()),
+            _ => false,
+        }
     }
 
     /// Whether the error was raised before anything was sent to the backend.
@@ -108,6 +201,8 @@ impl Error {
     }
 
     /// Whether the outcome of the call on the server is unknown (it may have been applied).
+    ///
+    /// A [`Error::Quorum`] is not: the composite has already undone what it may have applied.
     #[must_use]
     pub fn is_ambiguous(&self) -> bool {
         matches!(self, Error::Timeout { .. } | Error::ConnectionLost(_))

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::backend::{LockBackend, ReleaseOutcome, Renewal};
+use crate::backend::{LockBackend, ReleaseOutcome, RenewOutcome, Renewal};
 use crate::error::{Error, Result};
 use crate::locker::LockerInner;
 use crate::options::check_lease;
@@ -141,7 +141,8 @@ impl<B: LockBackend> LockGuard<B> {
     }
 
     /// The instant until which the lease is known to be ours: the send time of the last
-    /// successful acquire or renewal plus the lease (monotonic clock).
+    /// successful acquire or renewal plus the lease, minus the backend's clock-drift allowance
+    /// (zero for a single store; see [`LockBackend::clock_drift`]) on the monotonic clock.
     #[must_use]
     pub fn valid_until(&self) -> Instant {
         self.status.borrow().valid_until
@@ -198,7 +199,8 @@ impl<B: LockBackend> LockGuard<B> {
     /// # Errors
     ///
     /// [`Error::InvalidOptions`] for a bad lease (nothing sent); [`Error::LeaseLost`] when the lock
-    /// is no longer ours (the guard is then marked lost); backend errors as they come.
+    /// is no longer ours (the guard is then marked lost); [`Error::Unavailable`] when a composite
+    /// could not decide (too few nodes answered); backend errors as they come.
     ///
     /// # Cancel safety
     ///
@@ -212,20 +214,29 @@ impl<B: LockBackend> LockGuard<B> {
             lease,
         }];
         let sent_at = Instant::now();
-        let still_ours = self.locker.backend.renew(&renewal).await?;
-        if still_ours.first() == Some(&true) {
-            let valid_until = sent_at + lease;
-            self.status.send_modify(|s| s.valid_until = valid_until);
-            if let Some(id) = self.watchdog_id {
-                self.locker
-                    .watchdog
-                    .set_lease(id, lease, valid_until, sent_at);
+        let outcomes = self.locker.backend.renew(&renewal).await?;
+        match outcomes.first() {
+            Some(RenewOutcome::Renewed) => {
+                let drift = self.locker.backend.clock_drift(lease);
+                let valid_until = sent_at + lease.saturating_sub(drift);
+                self.status.send_modify(|s| s.valid_until = valid_until);
+                if let Some(id) = self.watchdog_id {
+                    self.locker
+                        .watchdog
+                        .set_lease(id, lease, valid_until, sent_at);
+                }
+                Ok(())
             }
-            Ok(())
-        } else {
-            self.status
-                .send_modify(|s| s.lost = Some(LeaseLoss::NotOurs));
-            Err(Error::LeaseLost)
+            Some(RenewOutcome::NotHeld) => {
+                self.status
+                    .send_modify(|s| s.lost = Some(LeaseLoss::NotOurs));
+                Err(Error::LeaseLost)
+            }
+            _ => Err(Error::Unavailable(
+                "the renewal was neither confirmed nor refused by enough of the store; the lease \
+                 is unchanged"
+                    .into(),
+            )),
         }
     }
 

@@ -42,7 +42,7 @@ mod watchdog;
 
 pub use backend::{
     AcquireOutcome, AcquireRequest, BoxFuture, DynLockBackend, Grant, LockBackend, LockState,
-    ReleaseOutcome, Renewal,
+    ReleaseOutcome, RenewOutcome, Renewal,
 };
 pub use error::{Error, Result};
 pub use guard::LockGuard;

@@ -28,32 +28,46 @@ pub(crate) struct LockerInner<B: LockBackend> {
     pub watchdog: Watchdog<B>,
     /// Live guards per (name, owner field) in this process: what we know we hold. After an acquire
     /// whose outcome is unknown, the store is told to keep exactly this many holds.
-    holds: Mutex<HashMap<(String, String), u32>>,
+    /// Keyed by name, then owner field, so lookups need no allocation.
+    holds: Mutex<HashMap<String, HashMap<String, u32>>>,
 }
 
 impl<B: LockBackend> LockerInner<B> {
     fn note_hold(&self, name: &str, field: &str) {
         let mut holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
-        *holds
-            .entry((name.to_owned(), field.to_owned()))
-            .or_insert(0) += 1;
+        let owners = match holds.get_mut(name) {
+            Some(owners) => owners,
+            None => holds.entry(name.to_owned()).or_default(),
+        };
+        match owners.get_mut(field) {
+            Some(count) => *count += 1,
+            None => {
+                owners.insert(field.to_owned(), 1);
+            }
+        }
     }
 
     pub(crate) fn forget_hold(&self, name: &str, field: &str) {
         let mut holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (name.to_owned(), field.to_owned());
-        if let Some(count) = holds.get_mut(&key) {
+        let Some(owners) = holds.get_mut(name) else {
+            return;
+        };
+        if let Some(count) = owners.get_mut(field) {
             *count -= 1;
             if *count == 0 {
-                holds.remove(&key);
+                owners.remove(field);
             }
+        }
+        if owners.is_empty() {
+            holds.remove(name);
         }
     }
 
     fn known_holds(&self, name: &str, field: &str) -> u32 {
         let holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
         holds
-            .get(&(name.to_owned(), field.to_owned()))
+            .get(name)
+            .and_then(|owners| owners.get(field))
             .copied()
             .unwrap_or(0)
     }
@@ -219,18 +233,23 @@ impl<B: LockBackend> Locker<B> {
             owner: &field,
             lease: lease.duration(),
             fencing: options.wants_fencing(),
+            known_holds: self.inner.known_holds(name, &field),
         };
 
         // Fast path: an uncontended lock costs one round trip and no registration.
         let sent_at = Instant::now();
-        if let AcquireOutcome::Acquired(grant) = self.attempt(request).await? {
-            return Ok(Some(
-                self.make_guard(name, owner, field, lease, grant, sent_at),
-            ));
-        }
-        if no_wait || deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-            return Ok(None);
-        }
+        let first = self.attempt(request).await;
+        let mut sleep_until = match next_step(first, Instant::now(), deadline, no_wait)? {
+            Step::Take(grant) => {
+                return Ok(Some(
+                    self.make_guard(name, owner, field, lease, grant, sent_at),
+                ));
+            }
+            Step::GiveUp => return Ok(None),
+            // The lock may be free again by now: register, then try again at once.
+            Step::OnRelease { .. } => None,
+            Step::RetryAt(at) => Some(at),
+        };
         let register = self.inner.backend.watch_releases(name);
         let watch = match deadline {
             Some(deadline) => match tokio::time::timeout_at(deadline, register).await {
@@ -244,6 +263,9 @@ impl<B: LockBackend> Locker<B> {
             woken: false,
         };
         loop {
+            if let Some(at) = sleep_until.take() {
+                tokio::time::sleep_until(at).await;
+            }
             // Arm the notification before the attempt, so a release between the attempt and the
             // wait still wakes the wait.
             let mut notified = pin!(waiting.watch.notified());
@@ -251,20 +273,22 @@ impl<B: LockBackend> Locker<B> {
                 notified.enable();
             }
             let sent_at = Instant::now();
-            let outcome = self.attempt(request).await?;
+            let outcome = self.attempt(request).await;
             waiting.woken = false;
-            let ttl = match outcome {
-                AcquireOutcome::Acquired(grant) => {
+            let now = Instant::now();
+            let ttl = match next_step(outcome, now, deadline, false)? {
+                Step::Take(grant) => {
                     return Ok(Some(
                         self.make_guard(name, owner, field, lease, grant, sent_at),
                     ));
                 }
-                AcquireOutcome::Held { ttl } => ttl,
+                Step::GiveUp => return Ok(None),
+                Step::RetryAt(at) => {
+                    sleep_until = Some(at);
+                    continue;
+                }
+                Step::OnRelease { ttl } => ttl,
             };
-            let now = Instant::now();
-            if deadline.is_some_and(|deadline| now >= deadline) {
-                return Ok(None);
-            }
             // A foreign holder may have set any PTTL; keep the instant arithmetic in range.
             let mut sleep_for = ttl
                 .unwrap_or(RECHECK_WITHOUT_TTL)
@@ -294,7 +318,7 @@ impl<B: LockBackend> Locker<B> {
         let backend = &self.inner.backend;
         match backend.try_acquire(request).await {
             Err(error) if error.is_ambiguous() => {
-                let keep = self.inner.known_holds(request.name, request.owner);
+                let keep = request.known_holds;
                 if let Err(cleanup) = backend.abandon(request.name, request.owner, keep).await {
                     tracing::warn!(%cleanup, name = request.name, "could not undo an acquire of unknown outcome; it expires with its lease");
                 }
@@ -313,7 +337,10 @@ impl<B: LockBackend> Locker<B> {
         grant: Grant,
         sent_at: Instant,
     ) -> LockGuard<B> {
-        let valid_until = sent_at + lease.duration();
+        let valid_until = sent_at
+            + lease
+                .duration()
+                .saturating_sub(self.inner.backend.clock_drift(lease.duration()));
         let (status, _) = watch::channel(LeaseStatus {
             valid_until,
             lost: None,
@@ -392,6 +419,51 @@ impl<B: LockBackend> Locker<B> {
     /// As [`Locker::state`].
     pub async fn is_locked(&self, name: &str) -> Result<bool> {
         Ok(self.state(name).await?.is_locked())
+    }
+}
+
+/// What the waiter does after one attempt.
+enum Step {
+    /// The lock is ours.
+    Take(Grant),
+    /// The wait is over without the lock.
+    GiveUp,
+    /// Held by someone: wait for a release notification, at most this long (the holder's TTL).
+    OnRelease { ttl: Option<Duration> },
+    /// Try again at this instant, not before (no clear holder, or a transient error).
+    RetryAt(Instant),
+}
+
+/// Base delay before retrying after a retryable error, while a wait deadline allows.
+const ERROR_RETRY_DELAY: Duration = Duration::from_millis(50);
+
+/// Decides the next step after an attempt made at `now`.
+///
+/// Errors end the wait, except retryable ones while a wait deadline is still ahead: those are
+/// retried after a jittered delay (a composite whose node blipped, a reconnecting server), and
+/// the last one is returned if the deadline passes. Without a deadline (`lock()`), an error is
+/// returned at once, so a dead store cannot hang the caller.
+fn next_step(
+    outcome: Result<AcquireOutcome>,
+    now: Instant,
+    deadline: Option<Instant>,
+    no_wait: bool,
+) -> Result<Step> {
+    let out_of_time = no_wait || deadline.is_some_and(|deadline| now >= deadline);
+    let retry_at = |after: Duration| {
+        let at = now + after.min(crate::options::MAX_DURATION);
+        Step::RetryAt(deadline.map_or(at, |deadline| at.min(deadline)))
+    };
+    match outcome {
+        Ok(AcquireOutcome::Acquired(grant)) => Ok(Step::Take(grant)),
+        Ok(_) if out_of_time => Ok(Step::GiveUp),
+        Ok(AcquireOutcome::Held { ttl }) => Ok(Step::OnRelease { ttl }),
+        Ok(AcquireOutcome::Contended { retry_after }) => Ok(retry_at(retry_after)),
+        Err(error) if error.is_retryable() && deadline.is_some() && !out_of_time => {
+            tracing::debug!(%error, "acquire failed; retrying within the wait deadline");
+            Ok(retry_at(jittered(ERROR_RETRY_DELAY)))
+        }
+        Err(error) => Err(error),
     }
 }
 

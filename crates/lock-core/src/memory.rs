@@ -7,7 +7,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend::{
-    AcquireOutcome, AcquireRequest, Grant, LockBackend, LockState, ReleaseOutcome, Renewal,
+    AcquireOutcome, AcquireRequest, Grant, LockBackend, LockState, ReleaseOutcome, RenewOutcome,
+    Renewal,
 };
 use crate::error::Result;
 use crate::notify::{ReleaseHub, ReleaseWatch};
@@ -175,7 +176,7 @@ impl LockBackend for MemoryBackend {
         Ok(ReleaseOutcome::Released)
     }
 
-    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<bool>> {
+    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
         let mut tables = self.tables();
         let now = Instant::now();
         Ok(renewals
@@ -183,9 +184,9 @@ impl LockBackend for MemoryBackend {
             .map(|renewal| match live(&mut tables.locks, renewal.name) {
                 Some(held) if held.holders.contains_key(renewal.owner) => {
                     extend_to(held, now + renewal.lease);
-                    true
+                    RenewOutcome::Renewed
                 }
-                _ => false,
+                _ => RenewOutcome::NotHeld,
             })
             .collect())
     }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use crate::backend::{LockBackend, Renewal};
+use crate::backend::{LockBackend, RenewOutcome, Renewal};
 
 /// Why a lease was lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -305,25 +305,36 @@ async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
     let now = Instant::now();
 
     let mut registry = shared.registry.lock().unwrap_or_else(|e| e.into_inner());
+    let retry_at = |registry: &mut Registry, id: u64| {
+        if let Some(entry) = registry.entries.get_mut(&id) {
+            entry.due = now + retry_delay(entry.lease);
+        }
+    };
     match result {
-        Ok(Ok(still_ours)) if still_ours.len() == batch.len() => {
-            for (due, ours) in batch.iter().zip(still_ours) {
+        Ok(Ok(outcomes)) if outcomes.len() == batch.len() => {
+            for (due, outcome) in batch.iter().zip(outcomes) {
                 let Some(entry) = registry.entries.get_mut(&due.id) else {
                     continue; // released while the renewal was in flight
                 };
                 if entry.generation != due.generation {
                     continue; // extended meanwhile: that newer answer stands
                 }
-                if ours {
-                    entry.valid_until = sent_at + due.lease;
-                    entry.due = sent_at + renew_period(entry.lease);
-                    let valid_until = entry.valid_until;
-                    entry.status.send_modify(|s| s.valid_until = valid_until);
-                } else {
-                    entry
-                        .status
-                        .send_modify(|s| s.lost = Some(LeaseLoss::NotOurs));
-                    registry.entries.remove(&due.id);
+                match outcome {
+                    RenewOutcome::Renewed => {
+                        let drift = shared.backend.clock_drift(due.lease);
+                        entry.valid_until = sent_at + due.lease.saturating_sub(drift);
+                        entry.due = sent_at + renew_period(entry.lease);
+                        let valid_until = entry.valid_until;
+                        entry.status.send_modify(|s| s.valid_until = valid_until);
+                    }
+                    RenewOutcome::NotHeld => {
+                        entry
+                            .status
+                            .send_modify(|s| s.lost = Some(LeaseLoss::NotOurs));
+                        registry.entries.remove(&due.id);
+                    }
+                    // Undecided (too few nodes answered): retry like a failed call.
+                    _ => retry_at(&mut registry, due.id),
                 }
             }
         }
@@ -338,9 +349,7 @@ async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
                 Err(_) => tracing::warn!("lease renewal timed out; retrying"),
             }
             for due in &batch {
-                if let Some(entry) = registry.entries.get_mut(&due.id) {
-                    entry.due = now + retry_delay(entry.lease);
-                }
+                retry_at(&mut registry, due.id);
             }
         }
     }

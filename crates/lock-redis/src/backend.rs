@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use lock_core::{
     AcquireOutcome, AcquireRequest, Error, Grant, LockBackend, LockState, ReleaseOutcome,
-    ReleaseWatch, Renewal, Result,
+    ReleaseWatch, RenewOutcome, Renewal, Result,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Script, ScriptInvocation};
@@ -309,7 +309,7 @@ impl LockBackend for RedisBackend {
         })
     }
 
-    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<bool>> {
+    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
         let chunks = renewals.chunks(RENEW_CHUNK).map(|chunk| async move {
             let mut invocation = RENEW.prepare_invoke();
             for renewal in chunk {
@@ -328,7 +328,7 @@ impl LockBackend for RedisBackend {
             }
             Ok(reply
                 .into_iter()
-                .map(|renewed| renewed == 1)
+                .map(|renewed| RenewOutcome::from_held(renewed == 1))
                 .collect::<Vec<_>>())
         });
         let answers = futures_util::future::try_join_all(chunks).await?;
