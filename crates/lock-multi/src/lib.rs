@@ -1,0 +1,56 @@
+//! MultiLock for distlock: one lock over N independent nodes that is held only when **every**
+//! node grants it, and the quorum engine that RedLock (crate `lock-redlock`) shares.
+//!
+//! A [`Composite`] is itself a [`lock_core::LockBackend`], built over any mix of backends
+//! (`Arc<dyn DynLockBackend>`: Redis nodes, in-memory stores, your own), so the guard, the
+//! watchdog, the waiter, [`lock_core::LockGuard::lost`] and the conformance suite work on it
+//! unchanged. Every step fans out to all nodes at once, each call with its own timeout (5 % of
+//! the lease by default), so a slow or dead node costs one per-node timeout, never the sum:
+//!
+//! - **acquire**: granted when the policy's number of nodes grant *and* the attempt took less
+//!   than the lease (minus the policy's clock-drift allowance). Otherwise every node, the
+//!   refusing and failing ones included, is told to drop what this attempt may have taken, and
+//!   the waiter retries after a random delay (a split) or on a release notification (a clear
+//!   holder elsewhere). When only node failures stood in the way, the error says which nodes
+//!   failed and why ([`lock_core::Error::Quorum`]); waits with a deadline retry it until then.
+//! - **renew** (watchdog): a lease counts as renewed when enough nodes renew it; it is lost
+//!   when too many say it is not ours, or when the validity deadline passes without enough
+//!   renewals.
+//! - **release**: sent to every node; [`lock_core::ReleaseOutcome::PartlyReleased`] says how many
+//!   confirmed when not all did.
+//! - **waiting**: one subscription per name per node; a release on any node wakes a local waiter,
+//!   which retries the whole attempt, its sleep capped by the nodes' TTLs.
+//!
+//! See `docs/multi-node.md` in the repository for the guarantees and when to use which lock.
+//!
+//! # Example
+//!
+//! ```
+//! use std::sync::Arc;
+//! use lock_core::{DynLockBackend, Locker, MemoryBackend};
+//! use lock_multi::MultiLock;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), lock_core::Error> {
+//! let nodes: Vec<Arc<dyn DynLockBackend>> =
+//!     (0..3).map(|_| Arc::new(MemoryBackend::new()) as _).collect();
+//! let locker = Locker::new(MultiLock::new(nodes)?);
+//! let guard = locker.lock("payouts").await?;
+//! assert_eq!(guard.hold_count(), 1);
+//! guard.release().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod composite;
+mod fanout;
+mod quorum;
+mod watch;
+
+pub use composite::{
+    Composite, CompositeBuilder, DEFAULT_NODE_TIMEOUT_RATIO, DEFAULT_RETRY_DELAY, MIN_NODE_TIMEOUT,
+};
+pub use quorum::{AllNodes, Quorum};
+
+/// A lock held only when every node grants it.
+pub type MultiLock = Composite<AllNodes>;
