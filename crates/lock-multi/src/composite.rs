@@ -567,3 +567,144 @@ impl<P: Quorum> Composite<P> {
         self.forwarders.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AllNodes, MultiLock};
+    use lock_core::{LockOptions, Locker, MemoryBackend, Owner};
+
+    fn memory_nodes(n: usize) -> (Vec<MemoryBackend>, Vec<Arc<dyn DynLockBackend>>) {
+        let stores: Vec<MemoryBackend> = (0..n).map(|_| MemoryBackend::new()).collect();
+        let nodes = stores
+            .iter()
+            .map(|store| Arc::new(store.new_client()) as Arc<dyn DynLockBackend>)
+            .collect();
+        (stores, nodes)
+    }
+
+    #[test]
+    fn bad_configurations_are_refused() {
+        let invalid =
+            |result: Result<MultiLock>| matches!(result, Err(Error::InvalidConfig { .. }));
+        assert!(invalid(MultiLock::new(Vec::new())));
+        let node: Arc<dyn DynLockBackend> = Arc::new(MemoryBackend::new());
+        assert!(invalid(MultiLock::new(vec![node.clone(), node])));
+        let (_, nodes) = memory_nodes(2);
+        for ratio in [0.0, -1.0, 1.5, f64::NAN] {
+            let built = MultiLock::builder(nodes.clone())
+                .node_timeout_ratio(ratio)
+                .build();
+            assert!(invalid(built), "ratio {ratio}");
+        }
+        let built = MultiLock::builder(nodes.clone())
+            .node_timeout(Duration::ZERO)
+            .build();
+        assert!(invalid(built));
+        let built = MultiLock::builder(nodes)
+            .retry_delay(Duration::from_millis(5), Duration::from_millis(1))
+            .build();
+        assert!(invalid(built));
+    }
+
+    #[test]
+    fn node_timeouts_follow_the_lease() {
+        let (_, nodes) = memory_nodes(3);
+        let multi = MultiLock::new(nodes.clone()).unwrap();
+        assert_eq!(
+            multi.node_timeout(Duration::from_secs(30)),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            multi.node_timeout(Duration::from_millis(10)),
+            MIN_NODE_TIMEOUT
+        );
+        let fixed = MultiLock::builder(nodes)
+            .node_timeout(Duration::from_millis(80))
+            .build()
+            .unwrap();
+        assert_eq!(
+            fixed.node_timeout(Duration::from_secs(30)),
+            Duration::from_millis(80)
+        );
+    }
+
+    #[test]
+    fn the_wait_hint_is_when_enough_refusing_nodes_free_up() {
+        let tally = |refusals: Vec<Option<Duration>>| AcquireTally {
+            grants: Vec::new(),
+            refusals,
+            failures: Vec::new(),
+        };
+        let ms = |ms| Some(Duration::from_millis(ms));
+        // Majority of 5 held elsewhere on 4 nodes: 2 of them must free up.
+        assert_eq!(
+            tally(vec![ms(40), ms(10), ms(30), ms(20)]).wait_hint(5, 3),
+            ms(20)
+        );
+        // All of 3 required, all 3 refusing: the longest.
+        assert_eq!(tally(vec![ms(5), ms(50), ms(7)]).wait_hint(3, 3), ms(50));
+        // An unknown TTL sorts last.
+        assert_eq!(tally(vec![None, ms(9)]).wait_hint(3, 3), None);
+        assert_eq!(tally(vec![None, ms(9)]).wait_hint(3, 2), ms(9));
+    }
+
+    #[tokio::test]
+    async fn a_foreign_hold_on_any_node_blocks_a_multilock_and_nothing_is_left() {
+        let (stores, nodes) = memory_nodes(3);
+        let locker = Locker::new(MultiLock::new(nodes).unwrap());
+        let foreign = stores[1].new_client();
+        let foreign = Locker::new(foreign);
+        let held = foreign
+            .lock_with("x", &LockOptions::new().lease(Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .unwrap();
+        let options = LockOptions::new().no_wait().owner(Owner::new());
+        assert!(locker.lock_with("x", &options).await.unwrap().is_none());
+        for (i, store) in stores.iter().enumerate() {
+            let state = Locker::new(store.new_client()).state("x").await.unwrap();
+            let expected = usize::from(i == 1);
+            assert_eq!(state.holders.len(), expected, "node {i}: {state:?}");
+        }
+        drop(held);
+    }
+
+    #[tokio::test]
+    async fn waiting_subscribes_on_every_node_and_stops_relaying_afterwards() {
+        let (_, nodes) = memory_nodes(3);
+        let backend = Arc::new(MultiLock::new(nodes).unwrap());
+        let a = Locker::from_arc(backend.clone());
+        let held = a.lock("busy").await.unwrap();
+        let options = LockOptions::new()
+            .wait(Duration::from_secs(5))
+            .owner(Owner::new());
+        let waiter = {
+            let a = a.clone();
+            tokio::spawn(async move { a.lock_with("busy", &options).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(backend.forwarding_tasks(), 1);
+        let started = Instant::now();
+        held.release().await.unwrap();
+        let guard = waiter
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("woken by the release");
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(
+            backend.forwarding_tasks(),
+            0,
+            "the relay stops with the last waiter"
+        );
+        guard.release().await.unwrap();
+    }
+
+    #[test]
+    fn composites_are_send_and_sync() {
+        fn is<T: Send + Sync>() {}
+        is::<Composite<AllNodes>>();
+        is::<Locker<MultiLock>>();
+    }
+}
