@@ -686,7 +686,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(backend.forwarding_tasks(), 1);
         let started = Instant::now();
-        held.release().await.unwrap();
+        assert_eq!(held.release().await.unwrap(), ReleaseOutcome::Released);
         let guard = waiter
             .await
             .unwrap()
@@ -698,7 +698,7 @@ mod tests {
             0,
             "the relay stops with the last waiter"
         );
-        guard.release().await.unwrap();
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
     }
 
     #[test]
