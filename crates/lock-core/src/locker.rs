@@ -168,7 +168,8 @@ impl<B: LockBackend> Locker<B> {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidName`] before any I/O; backend errors. Waiting is never an error.
+    /// [`crate::Error::InvalidName`] before any I/O; backend errors, returned at once (there is
+    /// no deadline to retry them within). Waiting is never an error.
     ///
     /// # Cancel safety
     ///
@@ -200,12 +201,15 @@ impl<B: LockBackend> Locker<B> {
     /// Waiting follows one rule: register for release notifications, then try, then wait for a
     /// notification, a timer capped by the holder's remaining lease, or the deadline, whichever
     /// comes first; repeat. The first attempt is made before registering, so an uncontended lock
-    /// costs one round trip.
+    /// costs one round trip. A backend that reports [`AcquireOutcome::Contended`] (a composite
+    /// whose nodes split) is retried after the delay it asks for.
     ///
     /// # Errors
     ///
     /// [`crate::Error::InvalidName`] and [`crate::Error::InvalidOptions`] before any I/O; backend
-    /// errors.
+    /// errors. With a wait deadline, a retryable error ([`crate::Error::is_retryable`]) is
+    /// retried after about 50 ms until the deadline, and the last one is returned when it passes;
+    /// without one (`no_wait`, `wait_forever`), errors are returned at once.
     ///
     /// # Cancel safety
     ///
@@ -550,5 +554,142 @@ mod tests {
         assert!(!guard.is_lost());
         assert!(guard.remaining() > Duration::from_millis(150));
         assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+
+    /// A memory backend whose next acquire answers come from a script, and which sets aside a
+    /// fixed drift: enough to drive the waiter through every kind of outcome.
+    struct Scripted {
+        inner: MemoryBackend,
+        script: Mutex<std::collections::VecDeque<Result<AcquireOutcome>>>,
+        drift: Duration,
+    }
+
+    impl Scripted {
+        fn new(script: Vec<Result<AcquireOutcome>>) -> Self {
+            Scripted {
+                inner: MemoryBackend::new(),
+                script: Mutex::new(script.into()),
+                drift: Duration::ZERO,
+            }
+        }
+
+        fn left(&self) -> usize {
+            self.script.lock().unwrap().len()
+        }
+    }
+
+    impl LockBackend for Scripted {
+        fn client_id(&self) -> &str {
+            self.inner.client_id()
+        }
+        fn clock_drift(&self, _lease: Duration) -> Duration {
+            self.drift
+        }
+        async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+            let scripted = self.script.lock().unwrap().pop_front();
+            match scripted {
+                Some(outcome) => outcome,
+                None => self.inner.try_acquire(request).await,
+            }
+        }
+        async fn release(
+            &self,
+            name: &str,
+            owner: &str,
+            lease: Duration,
+        ) -> Result<ReleaseOutcome> {
+            self.inner.release(name, owner, lease).await
+        }
+        async fn renew(&self, renewals: &[crate::Renewal<'_>]) -> Result<Vec<crate::RenewOutcome>> {
+            self.inner.renew(renewals).await
+        }
+        async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
+            self.inner.abandon(name, owner, keep).await
+        }
+        async fn force_release(&self, name: &str) -> Result<bool> {
+            self.inner.force_release(name).await
+        }
+        async fn inspect(&self, name: &str) -> Result<LockState> {
+            self.inner.inspect(name).await
+        }
+        async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
+            self.inner.watch_releases(name).await
+        }
+    }
+
+    fn lost_connection() -> Result<AcquireOutcome> {
+        Err(crate::Error::ConnectionLost("reset".into()))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn contended_attempts_are_retried_after_the_delay_the_backend_asks_for() {
+        let contended = || {
+            Ok(AcquireOutcome::Contended {
+                retry_after: Duration::from_millis(100),
+            })
+        };
+        let locker = Locker::new(Scripted::new(vec![contended(), contended()]));
+        let started = Instant::now();
+        let options = LockOptions::new().wait(Duration::from_secs(1));
+        let guard = locker.lock_with("c", &options).await.unwrap();
+        assert!(guard.is_some());
+        assert_eq!(started.elapsed(), Duration::from_millis(200));
+        // Without a wait, a contended attempt is simply not granted.
+        let locker = Locker::new(Scripted::new(vec![contended()]));
+        assert!(locker.try_lock("c").await.unwrap().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retryable_errors_are_retried_only_within_a_wait_deadline() {
+        let locker = Locker::new(Scripted::new(vec![lost_connection(), lost_connection()]));
+        let options = LockOptions::new().wait(Duration::from_secs(1));
+        let guard = locker.lock_with("e", &options).await.unwrap();
+        assert!(guard.is_some(), "two transient errors, then granted");
+        assert_eq!(locker.backend().left(), 0);
+
+        let locker = Locker::new(Scripted::new(vec![lost_connection()]));
+        assert!(
+            locker.lock("e").await.is_err(),
+            "no deadline: returned at once"
+        );
+        let locker = Locker::new(Scripted::new(vec![lost_connection()]));
+        assert!(locker.try_lock("e").await.is_err());
+
+        let wrong_type = || Err(crate::Error::WrongType("a string".into()));
+        let locker = Locker::new(Scripted::new(vec![wrong_type()]));
+        let started = Instant::now();
+        let error = locker.lock_with("e", &options).await.unwrap_err();
+        assert!(matches!(error, crate::Error::WrongType(_)));
+        assert_eq!(
+            started.elapsed(),
+            Duration::ZERO,
+            "final errors are not retried"
+        );
+
+        let locker = Locker::new(Scripted::new((0..100).map(|_| lost_connection()).collect()));
+        let started = Instant::now();
+        let error = locker.lock_with("e", &options).await.unwrap_err();
+        assert!(matches!(error, crate::Error::ConnectionLost(_)));
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_secs(1),
+            "the last error at the deadline"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_validity_deadline_sets_aside_the_backends_clock_drift() {
+        let mut backend = Scripted::new(Vec::new());
+        backend.drift = Duration::from_millis(300);
+        let locker = Locker::new(backend);
+        let sent_at = Instant::now();
+        let options = LockOptions::new().lease(Duration::from_secs(10));
+        let guard = locker.lock_with("d", &options).await.unwrap().unwrap();
+        assert_eq!(guard.valid_until(), sent_at + Duration::from_millis(9700));
+        let watched = LockOptions::new().watchdog_lease(Duration::from_secs(3));
+        let guard = locker.lock_with("w", &watched).await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert!(!guard.is_lost());
+        assert!(guard.remaining() <= Duration::from_millis(2700));
     }
 }
