@@ -7,8 +7,15 @@
 //! (`Locker<RedisBackend>`), and `rslock`. Workloads: W1 (one task) and W2 (many tasks on one
 //! client). An op is one lock + unlock pair; latencies are per pair.
 //!
+//! W4 (not in the default `--workloads`) runs one task over several independent servers: rows
+//! `single` (`Locker<RedisBackend>` on node 0), and for every `--nodes` count `n`, `multi-n`
+//! (`Locker<MultiLock>`), `redlock-n` (`Locker<RedLock>`) and `rslock-n` (rslock's Redlock over
+//! the same nodes); see `w4.rs`.
+//!
 //! ```text
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1,w2 --json out.json
+//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w4 --nodes 3,5
+//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1,w2,w4 --smoke
 //! ```
 
 mod contenders;
@@ -17,12 +24,13 @@ mod probe;
 mod server_limit;
 mod w1;
 mod w2;
+mod w4;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use lock_testkit::RedisServer;
+use lock_testkit::{RedisNodes, RedisServer};
 
 use contenders::{BenchError, Contender, Kind};
 use measurement::Measurement;
@@ -36,22 +44,42 @@ enum Workload {
     W1,
     /// `--tasks` tasks on one client, fresh keys.
     W2,
+    /// One task, fresh key per iteration, MultiLock / RedLock / rslock over `--nodes` nodes.
+    W4,
+}
+
+impl Workload {
+    /// W1 and W2 run on one server (`--url` or a throw-away one).
+    fn single_server(self) -> bool {
+        matches!(self, Workload::W1 | Workload::W2)
+    }
 }
 
 /// Measures distlock's lock + unlock against raw-protocol floors and rslock.
 #[derive(Debug, Parser)]
 #[command(name = "lockbench")]
 struct Args {
-    /// Use this server instead of starting a throw-away `redis-server`.
+    /// W1, W2: use this server instead of starting a throw-away `redis-server`.
     #[arg(long)]
     url: Option<String>,
+    /// W4: use these independent servers (comma list or repeated) instead of starting
+    /// throw-away ones; at least as many as the largest `--nodes`. Node 0 serves `single`.
+    #[arg(long, value_delimiter = ',')]
+    urls: Vec<String>,
+    /// W4: node counts; each gets `multi-n`, `redlock-n` and `rslock-n` rows over the first `n`
+    /// nodes.
+    #[arg(long, value_delimiter = ',', default_value = "3,5")]
+    nodes: Vec<usize>,
     /// W1: measured lock + unlock pairs per contender.
     #[arg(long, default_value_t = 20_000)]
     iterations: u64,
-    /// W1: unmeasured pairs per contender before measuring.
+    /// W4: measured lock + unlock pairs per row.
+    #[arg(long, default_value_t = 5_000)]
+    w4_iterations: u64,
+    /// W1, W4: unmeasured pairs per contender before measuring.
     #[arg(long, default_value_t = 2_000)]
     warmup: u64,
-    /// W1: the contenders take turns every this many pairs.
+    /// W1, W4: the contenders take turns every this many pairs.
     #[arg(long, default_value_t = 1_000)]
     chunk: u64,
     /// W2: concurrent tasks.
@@ -90,27 +118,91 @@ struct Args {
     /// Also write the results to this JSON file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// A seconds-long pass for CI: overrides the counts (`--iterations 300 --w4-iterations 300
+    /// --warmup 50 --chunk 100 --duration 0.5 --slices 2`, no `--per-task`) and skips
+    /// `redis-benchmark`.
+    #[arg(long)]
+    smoke: bool,
+}
+
+impl Args {
+    /// Applies `--smoke`.
+    fn smoke(&mut self) {
+        self.iterations = 300;
+        self.w4_iterations = 300;
+        self.warmup = 50;
+        self.chunk = 100;
+        self.duration = 0.5;
+        self.per_task = None;
+        self.slices = 2;
+        self.no_redis_benchmark = true;
+    }
 }
 
 fn main() -> Result<(), BenchError> {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if args.smoke {
+        args.smoke();
+    }
+    let mut counts = args.nodes.clone();
+    counts.sort_unstable();
+    counts.dedup();
+    if counts.first() == Some(&0) {
+        return Err("--nodes: a node count must be at least 1".into());
+    }
     // Started before the runtime: `RedisServer::start` blocks until the server answers.
+    let single = args
+        .workloads
+        .iter()
+        .any(|workload| workload.single_server());
     let (server, url) = match &args.url {
-        Some(url) => (None, url.clone()),
+        _ if !single => (None, None),
+        Some(url) => (None, Some(url.clone())),
         None => {
             let server = RedisServer::start()?;
             let url = server.url();
-            (Some(server), url)
+            (Some(server), Some(url))
         }
     };
     let version = server
         .as_ref()
         .map_or("external", |server| server.version());
-    println!(
-        "lockbench: server {url} ({version}), runtime {} thread(s), one connection per contender, op = lock+unlock, loadavg {}",
-        args.threads,
-        loadavg()
-    );
+    if let Some(url) = &url {
+        println!(
+            "lockbench: server {url} ({version}), runtime {} thread(s), one connection per contender, op = lock+unlock, loadavg {}",
+            args.threads,
+            loadavg()
+        );
+    }
+    let most = counts.last().copied().unwrap_or(0);
+    let (nodes, node_urls) = if !args.workloads.contains(&Workload::W4) {
+        (None, Vec::new())
+    } else if args.urls.is_empty() {
+        let nodes = RedisNodes::start(most.max(1))?;
+        let urls = nodes.urls();
+        (Some(nodes), urls)
+    } else if args.urls.len() < most {
+        return Err(format!(
+            "--urls: {} node(s) given, --nodes asks for {most}",
+            args.urls.len()
+        )
+        .into());
+    } else {
+        (None, args.urls.clone())
+    };
+    let node_version = nodes
+        .as_ref()
+        .map_or("external", |nodes| nodes[0].version())
+        .to_owned();
+    if !node_urls.is_empty() {
+        println!(
+            "lockbench W4: {} independent node(s) {} ({node_version}), node counts {counts:?}, runtime {} thread(s), one connection per row and node, op = lock+unlock, loadavg {}",
+            node_urls.len(),
+            node_urls.join(" "),
+            args.threads,
+            loadavg()
+        );
+    }
 
     let runtime = if args.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
@@ -122,20 +214,32 @@ fn main() -> Result<(), BenchError> {
             .enable_all()
             .build()?
     };
-    let rows = runtime.block_on(run_all(&args, &url))?;
+    let rows = runtime.block_on(run_all(&args, url.as_deref(), &node_urls, &counts))?;
     drop(runtime);
+    drop(nodes);
 
     let medians = measurement::medians(&rows);
     if args.rounds > 1 {
         println!("--- median of {} rounds ---", args.rounds);
         medians.iter().for_each(|row| row.print_line());
     }
-    let ratios = measurement::ratios(&medians);
-    println!(
-        "--- throughput ratios (higher = distlock faster), loadavg {} ---",
-        loadavg()
-    );
-    measurement::print_ratios(&ratios);
+    let mut ratios = measurement::ratios(&medians);
+    if single {
+        println!(
+            "--- throughput ratios (higher = distlock faster), loadavg {} ---",
+            loadavg()
+        );
+        measurement::print_ratios(&ratios);
+    }
+    if !node_urls.is_empty() {
+        let multi = w4::ratios(&medians, &counts);
+        println!(
+            "--- W4 ratios (p50: lower = numerator faster; ops/s: higher = numerator faster), loadavg {} ---",
+            loadavg()
+        );
+        measurement::print_ratios(&multi);
+        ratios.extend(multi);
+    }
 
     // Only against our own throw-away server: redis-benchmark leaves `key:__rand_int__` behind.
     let limits = match &server {
@@ -150,24 +254,87 @@ fn main() -> Result<(), BenchError> {
     }
 
     if let Some(path) = &args.json {
-        let json = to_json(&args, &url, version, &rows, &medians, &ratios, &limits);
+        let servers = Servers {
+            url: url.as_deref(),
+            version,
+            node_urls: &node_urls,
+            node_version: &node_version,
+            counts: &counts,
+        };
+        let json = to_json(&args, &servers, &rows, &medians, &ratios, &limits);
         std::fs::write(path, json)?;
         println!("wrote {}", path.display());
     }
     Ok(())
 }
 
-/// Every selected workload × contender, each contender on a fresh connection.
-async fn run_all(args: &Args, url: &str) -> Result<Vec<Measurement>, BenchError> {
-    let kinds = args
-        .contenders
-        .clone()
-        .unwrap_or_else(|| Kind::ALL.to_vec());
+/// Every selected workload × contender, each contender on a fresh connection. W1 and W2 run on
+/// `url`, W4 on `node_urls`.
+async fn run_all(
+    args: &Args,
+    url: Option<&str>,
+    node_urls: &[String],
+    counts: &[usize],
+) -> Result<Vec<Measurement>, BenchError> {
     // Unique per run, so keys never meet leftovers on an existing server.
     let prefix = format!(
         "lockbench:{}",
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
+    let probe = match url {
+        Some(url) => Some((url, Probe::connect(url).await?)),
+        None => None,
+    };
+    let mut node_probes = Vec::with_capacity(node_urls.len());
+    for url in node_urls {
+        node_probes.push(Probe::connect(url).await?);
+    }
+    let mut rows = Vec::new();
+    for round in 1..=args.rounds.max(1) {
+        if args.rounds > 1 {
+            println!("--- round {round}/{} ---", args.rounds);
+        }
+        for &workload in &args.workloads {
+            let prefix = format!("{prefix}:r{round}");
+            let measured = match (workload, &probe) {
+                (Workload::W4, _) => {
+                    let entrants = w4::connect(node_urls, counts).await?;
+                    let (warmup, iterations) = (args.warmup, args.w4_iterations);
+                    w4::run(
+                        entrants,
+                        &node_probes,
+                        &prefix,
+                        warmup,
+                        iterations,
+                        args.chunk,
+                    )
+                    .await?
+                }
+                (_, Some((url, probe))) => run_single(args, workload, url, probe, &prefix).await?,
+                (_, None) => unreachable!("W1 and W2 always have a server"),
+            };
+            for mut row in measured {
+                row.round = round;
+                row.print_line();
+                rows.push(row);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// W1 or W2 × every selected contender on `url`, each contender on a fresh connection.
+async fn run_single(
+    args: &Args,
+    workload: Workload,
+    url: &str,
+    probe: &Probe,
+    prefix: &str,
+) -> Result<Vec<Measurement>, BenchError> {
+    let kinds = args
+        .contenders
+        .clone()
+        .unwrap_or_else(|| Kind::ALL.to_vec());
     let slices = args.slices.max(1);
     let each = match args.per_task {
         Some(count) => w2::Stop::Count(count.div_ceil(u64::from(slices))),
@@ -177,50 +344,40 @@ async fn run_all(args: &Args, url: &str) -> Result<Vec<Measurement>, BenchError>
         count: slices,
         each,
     };
-    let probe = Probe::connect(url).await?;
-    let mut rows = Vec::new();
-    for round in 1..=args.rounds.max(1) {
-        if args.rounds > 1 {
-            println!("--- round {round}/{} ---", args.rounds);
+    let mut entrants = Vec::new();
+    for &kind in &kinds {
+        match Contender::connect(kind, url).await? {
+            Some(contender) => entrants.push((kind, contender)),
+            None => eprintln!("{}: not built (feature `rslock` is off)", kind.name()),
         }
-        for &workload in &args.workloads {
-            let prefix = format!("{prefix}:r{round}");
-            let mut entrants = Vec::new();
-            for &kind in &kinds {
-                match Contender::connect(kind, url).await? {
-                    Some(contender) => entrants.push((kind, contender)),
-                    None => eprintln!("{}: not built (feature `rslock` is off)", kind.name()),
-                }
-            }
-            let mut held = Vec::new();
-            for (_, contender) in &entrants {
-                let prefix = format!("{prefix}:held:{}", held.len());
-                held.push(
-                    contender
-                        .hold_background(&prefix, args.background_holds)
-                        .await?,
-                );
-            }
-            let measured = match workload {
-                Workload::W1 => {
-                    let (warmup, iterations) = (args.warmup, args.iterations);
-                    w1::run(&entrants, &probe, &prefix, warmup, iterations, args.chunk).await?
-                }
-                Workload::W2 => {
-                    let warmup = Duration::from_millis(300);
-                    w2::run(&entrants, &probe, &prefix, args.tasks, warmup, slices).await?
-                }
-            };
-            for (mut row, guards) in measured.into_iter().zip(held) {
-                row.round = round;
-                row.background = guards.len();
-                for guard in guards {
-                    let _ = guard.release().await?;
-                }
-                row.print_line();
-                rows.push(row);
-            }
+    }
+    let mut held = Vec::new();
+    for (_, contender) in &entrants {
+        let prefix = format!("{prefix}:held:{}", held.len());
+        held.push(
+            contender
+                .hold_background(&prefix, args.background_holds)
+                .await?,
+        );
+    }
+    let measured = match workload {
+        Workload::W1 => {
+            let (warmup, iterations) = (args.warmup, args.iterations);
+            w1::run(&entrants, probe, prefix, warmup, iterations, args.chunk).await?
         }
+        Workload::W2 => {
+            let warmup = Duration::from_millis(300);
+            w2::run(&entrants, probe, prefix, args.tasks, warmup, slices).await?
+        }
+        Workload::W4 => unreachable!("W4 runs over several nodes"),
+    };
+    let mut rows = Vec::with_capacity(measured.len());
+    for (mut row, guards) in measured.into_iter().zip(held) {
+        row.background = guards.len();
+        for guard in guards {
+            let _ = guard.release().await?;
+        }
+        rows.push(row);
     }
     Ok(rows)
 }
@@ -233,20 +390,45 @@ fn loadavg() -> String {
     )
 }
 
+/// The servers a run used, for the JSON file.
+struct Servers<'a> {
+    /// W1 / W2's server, if they ran.
+    url: Option<&'a str>,
+    version: &'a str,
+    /// W4's nodes, if it ran.
+    node_urls: &'a [String],
+    node_version: &'a str,
+    /// W4's node counts.
+    counts: &'a [usize],
+}
+
 fn to_json(
     args: &Args,
-    url: &str,
-    version: &str,
+    servers: &Servers<'_>,
     rows: &[Measurement],
     medians: &[&Measurement],
     ratios: &[measurement::Ratio],
     limits: &[ServerLimit],
 ) -> String {
     let list = |items: Vec<String>| format!("[\n    {}\n  ]", items.join(",\n    "));
+    let (url, version) = servers.url.map_or_else(
+        || ("null".to_owned(), "null".to_owned()),
+        |url| (format!("\"{url}\""), format!("\"{}\"", servers.version)),
+    );
+    let node_urls: Vec<String> = servers
+        .node_urls
+        .iter()
+        .map(|url| format!("\"{url}\""))
+        .collect();
+    let counts: Vec<String> = servers.counts.iter().map(usize::to_string).collect();
     format!(
-        "{{\n  \"url\": \"{url}\",\n  \"server\": \"{version}\",\n  \"threads\": {},\n  \"rounds\": {},\n  \"loadavg_end\": \"{}\",\n  \"results\": {},\n  \"medians\": {},\n  \"ratios\": {},\n  \"server_limit\": {}\n}}\n",
+        "{{\n  \"url\": {url},\n  \"server\": {version},\n  \"w4_urls\": [{}],\n  \"w4_server\": \"{}\",\n  \"w4_node_counts\": [{}],\n  \"threads\": {},\n  \"rounds\": {},\n  \"smoke\": {},\n  \"loadavg_end\": \"{}\",\n  \"results\": {},\n  \"medians\": {},\n  \"ratios\": {},\n  \"server_limit\": {}\n}}\n",
+        node_urls.join(", "),
+        servers.node_version,
+        counts.join(", "),
         args.threads,
         args.rounds,
+        args.smoke,
         loadavg(),
         list(rows.iter().map(Measurement::to_json).collect()),
         list(medians.iter().map(|row| row.to_json()).collect()),

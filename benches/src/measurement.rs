@@ -43,12 +43,24 @@ impl Tally {
         }
     }
 
-    /// The row for `kind` in `workload`.
+    /// The row for `kind` in `workload` (one server).
     pub fn into_measurement(self, workload: &'static str, kind: Kind, tasks: usize) -> Measurement {
+        self.into_row(workload, kind.name(), tasks, 1)
+    }
+
+    /// The row named `contender` in `workload`, over `nodes` servers.
+    pub fn into_row(
+        self,
+        workload: &'static str,
+        contender: &'static str,
+        tasks: usize,
+        nodes: usize,
+    ) -> Measurement {
         Measurement {
             workload,
-            contender: kind.name(),
+            contender,
             tasks,
+            nodes,
             ops: self.ops,
             elapsed: self.elapsed,
             cost: self.counters.per_op(self.ops),
@@ -62,19 +74,21 @@ impl Tally {
 /// The result of one workload for one contender. An op is one lock + unlock pair.
 #[derive(Debug)]
 pub struct Measurement {
-    /// `W1` or `W2`.
+    /// `W1`, `W2` or `W4`.
     pub workload: &'static str,
-    /// The contender's row name, e.g. `distlock-fixed`.
+    /// The contender's row name, e.g. `distlock-fixed` or `redlock-3`.
     pub contender: &'static str,
     /// Concurrent tasks.
     pub tasks: usize,
+    /// Servers the row's lock spans (1 but for W4's multi-node rows).
+    pub nodes: usize,
     /// Lock + unlock pairs measured.
     pub ops: u64,
     /// Wall time of the measured phase.
     pub elapsed: Duration,
     /// Per-pair latency, nanoseconds.
     pub latency: Histogram<u64>,
-    /// Server commands and CPU per pair during the measured phase.
+    /// Server commands and CPU per pair during the measured phase, summed over the row's nodes.
     pub cost: Cost,
     /// Watchdog locks the same locker held throughout (`--background-holds`; distlock rows only).
     pub background: usize,
@@ -134,11 +148,12 @@ impl Measurement {
             .client_cpu_us
             .map_or_else(|| "null".to_owned(), |us| format!("{us:.2}"));
         format!(
-            "{{\"workload\":\"{}\",\"contender\":\"{}\",\"round\":{},\"tasks\":{},\"background_holds\":{},\"ops\":{},\"elapsed_s\":{:.6},\"ops_per_sec\":{:.1},\"p50_us\":{:.1},\"p99_us\":{:.1},\"p999_us\":{:.1},\"max_us\":{:.1},\"requests_per_op\":{:.3},\"server_cmd_us_per_op\":{:.2},\"server_cpu_us_per_op\":{:.2},\"client_cpu_us_per_op\":{client_cpu},\"server_commands_per_op\":{{{}}}}}",
+            "{{\"workload\":\"{}\",\"contender\":\"{}\",\"round\":{},\"tasks\":{},\"nodes\":{},\"background_holds\":{},\"ops\":{},\"elapsed_s\":{:.6},\"ops_per_sec\":{:.1},\"p50_us\":{:.1},\"p99_us\":{:.1},\"p999_us\":{:.1},\"max_us\":{:.1},\"requests_per_op\":{:.3},\"server_cmd_us_per_op\":{:.2},\"server_cpu_us_per_op\":{:.2},\"client_cpu_us_per_op\":{client_cpu},\"server_commands_per_op\":{{{}}}}}",
             self.workload,
             self.contender,
             self.round,
             self.tasks,
+            self.nodes,
             self.background,
             self.ops,
             self.elapsed.as_secs_f64(),
@@ -155,17 +170,78 @@ impl Measurement {
     }
 }
 
-/// Throughput of `numerator` ÷ `denominator` within one workload.
+/// What a [`Ratio`] divides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// ops/s ÷ ops/s: higher = the numerator is faster.
+    Throughput,
+    /// p50 latency ÷ p50 latency: lower = the numerator is faster.
+    P50,
+}
+
+impl Metric {
+    /// The metric as printed (`ops/s`, `p50`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::Throughput => "ops/s",
+            Metric::P50 => "p50",
+        }
+    }
+
+    /// The metric as its JSON name.
+    fn json_name(self) -> &'static str {
+        match self {
+            Metric::Throughput => "ops_per_sec",
+            Metric::P50 => "p50_us",
+        }
+    }
+
+    /// The metric's value for `row`.
+    pub fn of(self, row: &Measurement) -> f64 {
+        match self {
+            Metric::Throughput => row.ops_per_sec(),
+            Metric::P50 => row.quantile_us(0.50),
+        }
+    }
+}
+
+/// `metric` of `numerator` ÷ `metric` of `denominator` within one workload.
 #[derive(Debug)]
 pub struct Ratio {
-    /// `W1` or `W2`.
+    /// `W1`, `W2` or `W4`.
     pub workload: &'static str,
+    /// What is divided.
+    pub metric: Metric,
     /// The row divided.
     pub numerator: &'static str,
     /// The row divided by.
     pub denominator: &'static str,
-    /// ops/s ÷ ops/s.
+    /// `metric` ÷ `metric`.
     pub value: f64,
+}
+
+impl Ratio {
+    /// `metric(numerator) ÷ metric(denominator)`, when both rows are in `rows` (same workload).
+    pub fn between(
+        rows: &[&Measurement],
+        workload: &'static str,
+        metric: Metric,
+        numerator: &str,
+        denominator: &str,
+    ) -> Option<Ratio> {
+        let find = |name: &str| {
+            rows.iter()
+                .find(|row| row.workload == workload && row.contender == name)
+        };
+        let (num, den) = (find(numerator)?, find(denominator)?);
+        Some(Ratio {
+            workload,
+            metric,
+            numerator: num.contender,
+            denominator: den.contender,
+            value: metric.of(num) / metric.of(den),
+        })
+    }
 }
 
 /// Per workload and contender, the round with the median throughput (the lower middle one for an
@@ -202,6 +278,7 @@ pub fn ratios(rows: &[&Measurement]) -> Vec<Ratio> {
         {
             out.push(Ratio {
                 workload: row.workload,
+                metric: Metric::Throughput,
                 numerator: row.contender,
                 denominator: base.contender,
                 value: row.ops_per_sec() / base.ops_per_sec(),
@@ -211,17 +288,23 @@ pub fn ratios(rows: &[&Measurement]) -> Vec<Ratio> {
     out
 }
 
-/// Prints the ratios, one line per workload and distlock row.
+/// Prints the ratios, one line per workload, numerator row and metric.
 pub fn print_ratios(ratios: &[Ratio]) {
     let mut line = String::new();
-    let mut current: Option<(&str, &str)> = None;
+    let mut current: Option<(&str, &str, Metric)> = None;
     for ratio in ratios {
-        if current != Some((ratio.workload, ratio.numerator)) {
+        let key = (ratio.workload, ratio.numerator, ratio.metric);
+        if current != Some(key) {
             if !line.is_empty() {
                 println!("{line}");
             }
-            line = format!("{:<3} {:<18} ops/s ÷", ratio.workload, ratio.numerator);
-            current = Some((ratio.workload, ratio.numerator));
+            line = format!(
+                "{:<3} {:<18} {} ÷",
+                ratio.workload,
+                ratio.numerator,
+                ratio.metric.label()
+            );
+            current = Some(key);
         }
         let _ = write!(line, "  {} {:.2}", ratio.denominator, ratio.value);
     }
@@ -234,8 +317,12 @@ impl Ratio {
     /// The ratio as a JSON object.
     pub fn to_json(&self) -> String {
         format!(
-            "{{\"workload\":\"{}\",\"numerator\":\"{}\",\"denominator\":\"{}\",\"ratio\":{:.4}}}",
-            self.workload, self.numerator, self.denominator, self.value
+            "{{\"workload\":\"{}\",\"metric\":\"{}\",\"numerator\":\"{}\",\"denominator\":\"{}\",\"ratio\":{:.4}}}",
+            self.workload,
+            self.metric.json_name(),
+            self.numerator,
+            self.denominator,
+            self.value
         )
     }
 }

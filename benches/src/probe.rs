@@ -110,6 +110,23 @@ impl Probe {
     }
 }
 
+/// The counters of several servers at one instant, added up: their commands and server CPU
+/// summed, this process's CPU read once.
+pub async fn snapshot_all(probes: &[Probe]) -> Result<Counters, BenchError> {
+    let mut total = Counters::default();
+    for probe in probes {
+        let counters = probe.snapshot().await?;
+        for (name, (calls, usec)) in counters.commands {
+            let entry = total.commands.entry(name).or_default();
+            entry.0 += calls;
+            entry.1 += usec;
+        }
+        total.server_cpu += counters.server_cpu;
+        total.client_cpu = counters.client_cpu;
+    }
+    Ok(total)
+}
+
 fn field(stats: &str, name: &str) -> u64 {
     stats
         .split(',')

@@ -5,6 +5,8 @@
 //! - `watchdog`: a job that outlives its lease keeps the lock thanks to the watchdog.
 //! - `custom_backend`: [`custom_backend::MapBackend`], a backend written against `lock-core`
 //!   alone, at work.
+//! - `pick_backend`: the same application code under a single-node lock or, built with
+//!   `--features redlock`, a RedLock over several nodes.
 //!
 //! The Redis demos take `--url`; without it they start a private `redis-server` through
 //! [`lock_testkit::RedisServer`] (see [`DemoRedis`]).

@@ -1,6 +1,7 @@
-//! distlock itself: `Locker<RedisBackend>` with the default backend settings.
+//! distlock itself: `Locker<RedisBackend>` with the default backend settings, or (W4) a
+//! `Locker` over a MultiLock / RedLock composite.
 
-use lock_core::{LockGuard, LockOptions, Locker, ReleaseOutcome};
+use lock_core::{LockBackend, LockGuard, LockOptions, Locker, ReleaseOutcome};
 use lock_redis::RedisBackend;
 
 use super::{BenchError, LEASE};
@@ -16,22 +17,38 @@ pub enum Mode {
     Lock,
 }
 
-/// One locker over one backend (one command connection).
-#[derive(Clone)]
-pub struct Distlock {
-    locker: Locker<RedisBackend>,
+/// One locker over one backend (for `RedisBackend`, one command connection).
+pub struct Distlock<B: LockBackend = RedisBackend> {
+    locker: Locker<B>,
     mode: Mode,
     fixed: LockOptions,
+}
+
+impl<B: LockBackend> Clone for Distlock<B> {
+    fn clone(&self) -> Self {
+        Distlock {
+            locker: self.locker.clone(),
+            mode: self.mode,
+            fixed: self.fixed.clone(),
+        }
+    }
 }
 
 impl Distlock {
     /// Connects a backend with the default settings.
     pub async fn connect(url: &str, mode: Mode) -> Result<Self, BenchError> {
-        Ok(Distlock {
-            locker: Locker::new(RedisBackend::connect(url).await?),
+        Ok(Self::new(RedisBackend::connect(url).await?, mode))
+    }
+}
+
+impl<B: LockBackend> Distlock<B> {
+    /// A locker over `backend`.
+    pub fn new(backend: B, mode: Mode) -> Self {
+        Distlock {
+            locker: Locker::new(backend),
             mode,
             fixed: LockOptions::new().no_wait().lease(LEASE),
-        })
+        }
     }
 
     /// One lock + release.
@@ -50,11 +67,7 @@ impl Distlock {
 
     /// Takes `count` more watchdog locks (`lock()`) on this locker, for a registry that is not
     /// empty while the row runs.
-    pub async fn hold(
-        &self,
-        prefix: &str,
-        count: usize,
-    ) -> Result<Vec<LockGuard<RedisBackend>>, BenchError> {
+    pub async fn hold(&self, prefix: &str, count: usize) -> Result<Vec<LockGuard<B>>, BenchError> {
         let mut guards = Vec::with_capacity(count);
         for i in 0..count {
             guards.push(self.locker.lock(&format!("{prefix}:{i}")).await?);

@@ -1,9 +1,9 @@
 //! The lock clients under test. Each does one lock + unlock pair on a key nobody else uses.
 
-mod distlock;
+pub mod distlock;
 mod raw;
 #[cfg(feature = "rslock")]
-mod rslock;
+pub mod rslock;
 
 use std::time::Duration;
 

@@ -66,12 +66,51 @@
 //! For more control over the connection (timeouts, polling instead of pub/sub), build the backend
 //! with [`RedisBackend::builder`] and wrap it in [`Locker::new`].
 //!
+//! # Several nodes: MultiLock and RedLock
+//!
+//! A lock on one node is only as safe as that node. With the `multi` and `redlock` features a
+//! lock can span N **independent** nodes (separate servers, no replication between them):
+//!
+//! - [`MultiLock`] (feature `multi`) is held only when **every** node grants it: it stops
+//!   granting while any node is down, but a grant survives the loss of any one node's data.
+//! - [`RedLock`] (feature `redlock`) is held while a **majority** (`N/2 + 1`) grants it within
+//!   the validity time, so it keeps working with a minority of the nodes down.
+//!
+//! Both are [`LockBackend`]s themselves: a `Locker<MultiLock>` or `Locker<RedLock>` has the same
+//! guards, watchdog, waiting and [`LockGuard::lost`] as a single node, so code generic over
+//! `B: LockBackend` runs unchanged on either. With `redis`, [`connect_multi`] and
+//! [`connect_redlock`] connect one [`RedisBackend`] per URL; the composites' builders
+//! ([`multi::Composite::builder`]) take any mix of backends and other timeouts. See
+//! `docs/multi-node.md` in the repository for what each one guarantees.
+//!
+//! ```
+//! # #[cfg(feature = "redlock")]
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> distlock::Result<()> {
+//! use std::sync::Arc;
+//! use distlock::{DynLockBackend, Locker, MemoryBackend, RedLock};
+//!
+//! // Five independent in-memory stores stand in for five Redis nodes.
+//! let nodes: Vec<Arc<dyn DynLockBackend>> =
+//!     (0..5).map(|_| Arc::new(MemoryBackend::new()) as _).collect();
+//! let locker = Locker::new(RedLock::new(nodes)?);
+//! assert_eq!(locker.backend().required(), 3);
+//! let guard = locker.lock("nightly-export").await?;
+//! guard.release().await?;
+//! # Ok(())
+//! # }
+//! # #[cfg(not(feature = "redlock"))]
+//! # fn main() {}
+//! ```
+//!
 //! # Feature flags
 //!
 //! | feature | default | enables |
 //! |---|---|---|
 //! | `redis` | yes | [`RedisBackend`], [`RedisBackendBuilder`], [`NotificationMode`], the [`redis`](mod@redis) module, [`RedisLocker`] and [`connect`] |
 //! | `tls-rustls` | no | `rediss://` URLs, TLS through rustls with the webpki root certificates (implies `redis`) |
+//! | `multi` | no | [`MultiLock`] and the [`multi`](mod@multi) module (the `lock-multi` crate); with `redis`, [`connect_multi`] |
+//! | `redlock` | no | [`RedLock`] and the [`redlock`](mod@redlock) module (the `lock-redlock` crate); with `redis`, [`connect_redlock`] |
 //!
 //! Without default features only the backend-independent API and [`MemoryBackend`] remain, for
 //! code that is generic over [`LockBackend`] or that brings its own backend.
@@ -91,8 +130,12 @@
 //! complete, commented backend, and the `lock-testkit` crate's conformance suite checks any
 //! backend against the behaviour described here.
 
-// The crate docs link to the Redis items, which only exist with the `redis` feature.
-#![cfg_attr(not(feature = "redis"), allow(rustdoc::broken_intra_doc_links))]
+// The crate docs link to the Redis, MultiLock and RedLock items, which only exist with their
+// features.
+#![cfg_attr(
+    not(all(feature = "redis", feature = "multi", feature = "redlock")),
+    allow(rustdoc::broken_intra_doc_links)
+)]
 
 #[doc(inline)]
 pub use lock_core::{backend, error, notify, options};
@@ -147,4 +190,140 @@ pub type RedisLocker = Locker<RedisBackend>;
 #[cfg(feature = "redis")]
 pub async fn connect(url: impl Into<String>) -> Result<RedisLocker> {
     Ok(Locker::new(RedisBackend::connect(url).await?))
+}
+
+/// MultiLock: the `lock-multi` crate (feature `multi`).
+///
+/// [`Composite`](lock_multi::Composite) is the quorum engine shared by [`MultiLock`] and
+/// [`RedLock`]; its builder sets node timeouts and retry delays, and takes any mix of node
+/// backends.
+#[cfg(feature = "multi")]
+pub use lock_multi as multi;
+
+#[cfg(feature = "multi")]
+pub use lock_multi::MultiLock;
+
+/// RedLock: the `lock-redlock` crate (feature `redlock`), with RedLock's [`Majority`] policy.
+///
+/// [`Majority`]: lock_redlock::Majority
+#[cfg(feature = "redlock")]
+pub use lock_redlock as redlock;
+
+#[cfg(feature = "redlock")]
+pub use lock_redlock::RedLock;
+
+/// Connects to the Redis or Valkey nodes at `urls` and returns a locker over a [`MultiLock`] of
+/// them: a lock held only when **every** node grants it (features `multi` and `redis`).
+///
+/// Each URL gets its own [`RedisBackend`] with the default settings, as with [`connect`]; the
+/// nodes are connected concurrently. They must be independent servers (no replication between
+/// them, not one cluster), and while any of them is down no lock is granted.
+///
+/// For other settings (per-node timeouts, retry delays, Redis backends built with
+/// [`RedisBackend::builder`], other backends), build the nodes yourself and use
+/// [`multi::Composite::builder`].
+///
+/// # Errors
+///
+/// [`Error::InvalidConfig`], before any connection is attempted, when `urls` is empty or lists
+/// the same URL twice. Otherwise, as [`connect`] for the first node that fails to connect (the
+/// connections already made are then dropped).
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn demo() -> distlock::Result<()> {
+/// let locker = distlock::connect_multi(&[
+///     "redis://10.0.0.1:6379/",
+///     "redis://10.0.0.2:6379/",
+///     "redis://10.0.0.3:6379/",
+/// ])
+/// .await?;
+/// assert_eq!(locker.backend().required(), 3);
+/// let guard = locker.lock("payouts").await?;
+/// // ... the critical section, while every node holds the lock ...
+/// guard.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[cfg(all(feature = "multi", feature = "redis"))]
+pub async fn connect_multi(urls: &[impl AsRef<str>]) -> Result<Locker<MultiLock>> {
+    connect_composite(urls).await
+}
+
+/// Connects to the Redis or Valkey nodes at `urls` and returns a locker over a [`RedLock`] of
+/// them: a lock held while a **majority** (`N/2 + 1`) of the nodes grant it within the validity
+/// time (features `redlock` and `redis`).
+///
+/// Each URL gets its own [`RedisBackend`] with the default settings, as with [`connect`]; the
+/// nodes are connected concurrently. They must be independent servers (no replication between
+/// them, not one cluster); use an odd number of them, 3 or 5, since an even one adds a node to
+/// the majority without tolerating one more failure. All of them must be reachable here; once
+/// connected, a minority of them may fail without stopping the lock.
+///
+/// For other settings (per-node timeouts, retry delays, Redis backends built with
+/// [`RedisBackend::builder`], other backends), build the nodes yourself and use
+/// [`redlock::Composite::builder`].
+///
+/// # Errors
+///
+/// [`Error::InvalidConfig`], before any connection is attempted, when `urls` is empty or lists
+/// the same URL twice. Otherwise, as [`connect`] for the first node that fails to connect (the
+/// connections already made are then dropped).
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn demo() -> distlock::Result<()> {
+/// let locker = distlock::connect_redlock(&[
+///     "redis://10.0.0.1:6379/",
+///     "redis://10.0.0.2:6379/",
+///     "redis://10.0.0.3:6379/",
+/// ])
+/// .await?;
+/// assert_eq!(locker.backend().required(), 2);
+/// let guard = locker.lock("nightly-export").await?;
+/// // ... the critical section, while a majority of the nodes hold the lock ...
+/// guard.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[cfg(all(feature = "redlock", feature = "redis"))]
+pub async fn connect_redlock(urls: &[impl AsRef<str>]) -> Result<Locker<RedLock>> {
+    connect_composite(urls).await
+}
+
+/// One [`RedisBackend`] per URL, connected concurrently, in a composite with policy `P`.
+#[cfg(all(feature = "redis", any(feature = "multi", feature = "redlock")))]
+async fn connect_composite<P: lock_multi::Quorum + Default>(
+    urls: &[impl AsRef<str>],
+) -> Result<Locker<lock_multi::Composite<P>>> {
+    use std::sync::Arc;
+
+    // Refuse what the builder would refuse before connecting anything: no node at all (the
+    // builder's own error), or one server listed twice (which the builder cannot see through
+    // two separate connections).
+    if urls.is_empty() {
+        return lock_multi::Composite::<P>::new(Vec::new()).map(Locker::new);
+    }
+    for (i, url) in urls.iter().enumerate() {
+        let url = url.as_ref();
+        if let Some(j) = urls[i + 1..].iter().position(|other| other.as_ref() == url) {
+            return Err(Error::InvalidConfig {
+                reason: format!(
+                    "node URLs {i} and {} are the same; every node must be independent",
+                    i + 1 + j
+                ),
+            });
+        }
+    }
+    let backends = futures_util::future::try_join_all(
+        urls.iter().map(|url| RedisBackend::connect(url.as_ref())),
+    )
+    .await?;
+    let nodes = backends
+        .into_iter()
+        .map(|backend| Arc::new(backend) as Arc<dyn DynLockBackend>)
+        .collect();
+    lock_multi::Composite::<P>::new(nodes).map(Locker::new)
 }

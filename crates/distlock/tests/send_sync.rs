@@ -38,6 +38,22 @@ const _: () = assert_send_sync_static::<LockGuard<MemoryBackend>>();
 const _: () = assert_send_sync_static::<Locker<Arc<dyn DynLockBackend>>>();
 const _: () = assert_send_sync::<dyn DynLockBackend>();
 
+// The composites (features `multi`, `redlock`).
+#[cfg(feature = "multi")]
+const _: () = {
+    use distlock::MultiLock;
+    assert_send_sync_static::<MultiLock>();
+    assert_send_sync_static::<Locker<MultiLock>>();
+    assert_send_sync_static::<LockGuard<MultiLock>>();
+};
+#[cfg(feature = "redlock")]
+const _: () = {
+    use distlock::RedLock;
+    assert_send_sync_static::<RedLock>();
+    assert_send_sync_static::<Locker<RedLock>>();
+    assert_send_sync_static::<LockGuard<RedLock>>();
+};
+
 /// The futures of the Redis locker are `Send`. Never run: it only has to compile.
 async fn redis_futures_are_send(locker: RedisLocker) {
     assert_send(&distlock::connect("redis://127.0.0.1/"));
@@ -56,6 +72,19 @@ async fn redis_futures_are_send(locker: RedisLocker) {
     assert_send(&guard.lost());
     assert_send(&guard.extend(Duration::from_secs(1)));
     assert_send(&guard.release());
+}
+
+/// Connecting the composites makes `Send` futures, and so does their lock API. Never run.
+#[cfg(all(feature = "multi", feature = "redlock"))]
+async fn composite_futures_are_send(
+    multi: Locker<distlock::MultiLock>,
+    redlock: Locker<distlock::RedLock>,
+) {
+    let urls = ["redis://127.0.0.1:6379/", "redis://127.0.0.1:6380/"];
+    assert_send(&distlock::connect_multi(&urls));
+    assert_send(&distlock::connect_redlock(&urls));
+    generic_futures_are_send(multi).await;
+    generic_futures_are_send(redlock).await;
 }
 
 /// The same holds for any backend, not only the concrete ones. Never run.

@@ -81,9 +81,10 @@ pub enum ReleaseOutcome {
     },
     /// The owner did not hold the lock (never taken, released twice, or expired). Nothing changed.
     NotHeld,
-    /// Composites only: enough nodes gave the hold back for the lock to be free, but not all of
-    /// them confirmed (some were unreachable, or had already lost the hold). What is left on the
-    /// others expires with its lease.
+    /// Composites only: enough nodes gave the hold back for the lock to be free, but some nodes
+    /// could not be reached (errors or timeouts). What is left there expires with its lease.
+    /// (Nodes that answered "not held" never had the hold, or had lost it: nothing is left
+    /// there, and the outcome is [`ReleaseOutcome::Released`].)
     PartlyReleased {
         /// The nodes that released the lock.
         released: u32,

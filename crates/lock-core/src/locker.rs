@@ -243,22 +243,24 @@ impl<B: LockBackend> Locker<B> {
         // Fast path: an uncontended lock costs one round trip and no registration.
         let sent_at = Instant::now();
         let first = self.attempt(request).await;
-        let mut sleep_until = match next_step(first, Instant::now(), deadline, no_wait)? {
-            Step::Take(grant) => {
-                return Ok(Some(
-                    self.make_guard(name, owner, field, lease, grant, sent_at),
-                ));
-            }
-            Step::GiveUp => return Ok(None),
-            // The lock may be free again by now: register, then try again at once.
-            Step::OnRelease { .. } => None,
-            Step::RetryAt(at) => Some(at),
-        };
+        let (mut sleep_until, first_error) =
+            match next_step(first, Instant::now(), deadline, no_wait)? {
+                Step::Take(grant) => {
+                    return Ok(Some(
+                        self.make_guard(name, owner, field, lease, grant, sent_at),
+                    ));
+                }
+                Step::GiveUp => return Ok(None),
+                // The lock may be free again by now: register, then try again at once.
+                Step::OnRelease { .. } => (None, None),
+                Step::RetryAt { at, error } => (Some(at), error),
+            };
         let register = self.inner.backend.watch_releases(name);
         let watch = match deadline {
             Some(deadline) => match tokio::time::timeout_at(deadline, register).await {
                 Ok(watch) => watch?,
-                Err(_) => return Ok(None),
+                // Out of time while registering: the first attempt's answer stands.
+                Err(_) => return first_error.map_or(Ok(None), Err),
             },
             None => register.await?,
         };
@@ -287,7 +289,7 @@ impl<B: LockBackend> Locker<B> {
                     ));
                 }
                 Step::GiveUp => return Ok(None),
-                Step::RetryAt(at) => {
+                Step::RetryAt { at, .. } => {
                     sleep_until = Some(at);
                     continue;
                 }
@@ -434,8 +436,12 @@ enum Step {
     GiveUp,
     /// Held by someone: wait for a release notification, at most this long (the holder's TTL).
     OnRelease { ttl: Option<Duration> },
-    /// Try again at this instant, not before (no clear holder, or a transient error).
-    RetryAt(Instant),
+    /// Try again at this instant, not before (no clear holder, or the transient error kept
+    /// here, which is the answer if the wait ends first).
+    RetryAt {
+        at: Instant,
+        error: Option<crate::Error>,
+    },
 }
 
 /// Base delay before retrying after a retryable error, while a wait deadline allows.
@@ -454,18 +460,21 @@ fn next_step(
     no_wait: bool,
 ) -> Result<Step> {
     let out_of_time = no_wait || deadline.is_some_and(|deadline| now >= deadline);
-    let retry_at = |after: Duration| {
+    let retry_at = |after: Duration, error: Option<crate::Error>| {
         let at = now + after.min(crate::options::MAX_DURATION);
-        Step::RetryAt(deadline.map_or(at, |deadline| at.min(deadline)))
+        Step::RetryAt {
+            at: deadline.map_or(at, |deadline| at.min(deadline)),
+            error,
+        }
     };
     match outcome {
         Ok(AcquireOutcome::Acquired(grant)) => Ok(Step::Take(grant)),
         Ok(_) if out_of_time => Ok(Step::GiveUp),
         Ok(AcquireOutcome::Held { ttl }) => Ok(Step::OnRelease { ttl }),
-        Ok(AcquireOutcome::Contended { retry_after }) => Ok(retry_at(retry_after)),
+        Ok(AcquireOutcome::Contended { retry_after }) => Ok(retry_at(retry_after, None)),
         Err(error) if error.is_retryable() && deadline.is_some() && !out_of_time => {
             tracing::debug!(%error, "acquire failed; retrying within the wait deadline");
-            Ok(retry_at(jittered(ERROR_RETRY_DELAY)))
+            Ok(retry_at(jittered(ERROR_RETRY_DELAY), Some(error)))
         }
         Err(error) => Err(error),
     }

@@ -404,7 +404,8 @@ impl<P: Quorum> LockBackend for Composite<P> {
         }
         let held = released + still_held.len();
         if held >= required {
-            if released == self.nodes.len() {
+            // Nodes that answered "not held" keep nothing of ours; only unreachable ones may.
+            if failures.is_empty() {
                 return Ok(ReleaseOutcome::Released);
             }
             return Ok(ReleaseOutcome::PartlyReleased {
@@ -548,6 +549,7 @@ impl<P: Quorum> LockBackend for Composite<P> {
                     &self.nodes,
                     name,
                     topic_id,
+                    self.required(),
                     self.control_timeout(),
                 )
             })

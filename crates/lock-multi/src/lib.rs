@@ -17,7 +17,7 @@
 //!   when too many say it is not ours, or when the validity deadline passes without enough
 //!   renewals.
 //! - **release**: sent to every node; [`lock_core::ReleaseOutcome::PartlyReleased`] says how many
-//!   confirmed when not all did.
+//!   released when some nodes could not be reached.
 //! - **waiting**: one subscription per name per node; a release on any node wakes a local waiter,
 //!   which retries the whole attempt, its sleep capped by the nodes' TTLs.
 //!
