@@ -237,7 +237,7 @@ impl<B: LockBackend> Locker<B> {
             owner: &field,
             lease: lease.duration(),
             fencing: options.wants_fencing(),
-            known_holds: self.inner.known_holds(name, &field),
+            known_holds: 0, // read by `attempt`
         };
 
         // Fast path: an uncontended lock costs one round trip and no registration.
@@ -320,7 +320,11 @@ impl<B: LockBackend> Locker<B> {
 
     /// One acquire; after an outcome the store may or may not have applied, it tells the store to
     /// keep exactly the holds this process knows of, so an unseen grant does not linger.
-    async fn attempt(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+    ///
+    /// The known holds are read afresh for every attempt: another task of the same owner may
+    /// have taken or given back a hold while this one waited.
+    async fn attempt(&self, mut request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+        request.known_holds = self.inner.known_holds(request.name, request.owner);
         let backend = &self.inner.backend;
         match backend.try_acquire(request).await {
             Err(error) if error.is_ambiguous() => {

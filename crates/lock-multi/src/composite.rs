@@ -13,6 +13,9 @@ use lock_core::{
 use rand::Rng;
 use tokio::time::Instant;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+
 use crate::fanout::{on_all, partition};
 use crate::quorum::Quorum;
 use crate::watch::Forwarders;
@@ -28,6 +31,11 @@ pub const DEFAULT_RETRY_DELAY: (Duration, Duration) =
 /// Calls without a lease (inspect, force-release, subscribe, abandon) use the per-node timeout of
 /// a lease this long (so 1.5 s by default).
 const CONTROL_LEASE: Duration = Duration::from_secs(30);
+/// A grant whose remaining validity is shorter than this is refused: the guard would be expired
+/// on arrival.
+const MIN_VALIDITY: Duration = Duration::from_millis(1);
+/// How often waiters re-check when no node could subscribe to release notifications.
+const POLL_WITHOUT_NOTIFICATIONS: Duration = Duration::from_millis(100);
 
 /// A lock backend over independent nodes; see the crate docs.
 ///
@@ -131,8 +139,8 @@ impl<P: Quorum> CompositeBuilder<P> {
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] for an empty node list, the same backend listed twice, a timeout
-    /// ratio outside `(0, 1]`, a zero node timeout, or a retry delay range with `min > max` or
-    /// `max` over one minute.
+    /// ratio outside `(0, 1]`, a zero node timeout, or a retry delay range with `min > max`, a
+    /// zero `max`, or `max` over one minute.
     pub fn build(self) -> Result<Composite<P>> {
         let invalid = |reason: String| Err(Error::InvalidConfig { reason });
         if self.nodes.is_empty() {
@@ -157,9 +165,9 @@ impl<P: Quorum> CompositeBuilder<P> {
             return invalid("the node timeout is zero".to_owned());
         }
         let (min, max) = self.retry_delay;
-        if min > max || max > Duration::from_secs(60) {
+        if min > max || max.is_zero() || max > Duration::from_secs(60) {
             return invalid(format!(
-                "retry delay range {min:?}..={max:?} must have min <= max <= 60 s"
+                "retry delay range {min:?}..={max:?} must have min <= max, 0 < max <= 60 s"
             ));
         }
         let required = self.policy.required(self.nodes.len());
@@ -276,24 +284,20 @@ struct AcquireTally {
 }
 
 impl AcquireTally {
-    fn new(results: Vec<Result<AcquireOutcome>>) -> Self {
-        let mut tally = AcquireTally::default();
-        for (node, result) in results.into_iter().enumerate() {
-            match result {
-                Ok(AcquireOutcome::Acquired(grant)) => tally.grants.push(grant),
-                Ok(AcquireOutcome::Held { ttl }) => tally.refusals.push(ttl),
-                // A nested composite that split: not ours, free again soon.
-                Ok(AcquireOutcome::Contended { retry_after }) => {
-                    tally.refusals.push(Some(retry_after));
-                }
-                Ok(other) => tally.failures.push(NodeFailure::new(
-                    node,
-                    Error::Protocol(format!("unknown acquire outcome {other:?}")),
-                )),
-                Err(error) => tally.failures.push(NodeFailure::new(node, error)),
+    fn add(&mut self, node: usize, result: Result<AcquireOutcome>) {
+        match result {
+            Ok(AcquireOutcome::Acquired(grant)) => self.grants.push(grant),
+            Ok(AcquireOutcome::Held { ttl }) => self.refusals.push(ttl),
+            // A nested composite that split: not ours, free again soon.
+            Ok(AcquireOutcome::Contended { retry_after }) => {
+                self.refusals.push(Some(retry_after));
             }
+            Ok(other) => self.failures.push(NodeFailure::new(
+                node,
+                Error::Protocol(format!("unknown acquire outcome {other:?}")),
+            )),
+            Err(error) => self.failures.push(NodeFailure::new(node, error)),
         }
-        tally
     }
 
     /// How long until enough refusing nodes may be free for a quorum: the `k`-th shortest
@@ -325,15 +329,41 @@ impl<P: Quorum> LockBackend for Composite<P> {
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
         let started = Instant::now();
         let timeout = self.node_timeout(request.lease);
-        let results = on_all(&self.nodes, timeout, |node| node.try_acquire(request)).await;
-        let elapsed = started.elapsed();
-        let tally = AcquireTally::new(results);
         let required = self.required();
+        let nodes = self.nodes.len();
+        // Every node is asked at once; a grant is decided as soon as a quorum has granted, so a
+        // slow node costs nothing then. Requests to the nodes that have not answered yet are
+        // already sent: what they apply is given back by the release. A failed attempt waits for
+        // every answer (at most one per-node timeout): its error names every failed node, and
+        // the undo has to reach every node anyway.
+        let mut pending: FuturesUnordered<_> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(node, backend)| async move {
+                let answer = tokio::time::timeout(
+                    timeout,
+                    DynLockBackend::try_acquire(backend.as_ref(), request),
+                )
+                .await
+                .unwrap_or(Err(Error::Timeout { after: timeout }));
+                (node, answer)
+            })
+            .collect();
+        let mut tally = AcquireTally::default();
+        while let Some((node, answer)) = pending.next().await {
+            tally.add(node, answer);
+            if tally.grants.len() >= required {
+                break;
+            }
+        }
+        drop(pending);
+        let elapsed = started.elapsed();
         let validity = request
             .lease
             .checked_sub(elapsed)
             .and_then(|left| left.checked_sub(self.policy.clock_drift(request.lease)))
-            .filter(|left| !left.is_zero());
+            .filter(|left| *left >= MIN_VALIDITY);
 
         if tally.grants.len() >= required && validity.is_some() {
             return Ok(AcquireOutcome::Acquired(Grant {
@@ -373,7 +403,7 @@ impl<P: Quorum> LockBackend for Composite<P> {
             });
         }
         let ttl = tally
-            .wait_hint(self.nodes.len(), required)
+            .wait_hint(nodes, required)
             .or_else(|| (!tally.failures.is_empty()).then(|| self.random_retry_delay()));
         Ok(AcquireOutcome::Held { ttl })
     }
@@ -542,19 +572,29 @@ impl<P: Quorum> LockBackend for Composite<P> {
 
     async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
         let watch = self.hub.watch(name);
-        watch
+        // A holder's release is published on at least `required` nodes; this many subscribed
+        // nodes always include one of them.
+        let enough = self.nodes.len() - self.required() + 1;
+        let subscribed = watch
             .ensure_subscribed(|topic_id| {
                 self.forwarders.subscribe(
                     &self.hub,
                     &self.nodes,
                     name,
                     topic_id,
-                    self.required(),
+                    enough,
                     self.control_timeout(),
                 )
             })
-            .await?;
-        Ok(watch)
+            .await;
+        match subscribed {
+            Ok(()) => Ok(watch),
+            Err(error) => {
+                // Waiting goes on without notifications: re-check on a timer instead.
+                tracing::warn!(%error, name, "no node delivers release notifications; polling");
+                Ok(ReleaseWatch::polling(POLL_WITHOUT_NOTIFICATIONS))
+            }
+        }
     }
 }
 

@@ -32,8 +32,8 @@ impl Forwarders {
 
     /// Subscribes to `name` on every node and starts relaying their releases.
     ///
-    /// Returns once `required` nodes have subscribed (a holder's release then reaches at least
-    /// one of them), or when every node has answered; slower nodes keep subscribing in the
+    /// Returns once `enough` nodes have subscribed (chosen by the caller so that a holder's
+    /// release reaches at least one of them), or when every node has answered; slower nodes keep subscribing in the
     /// relay task, so a dead node does not hold up the waiter. Nodes that fail to subscribe are
     /// skipped (waiters still wake on their TTL-capped timers); it fails only when no node could
     /// subscribe.
@@ -43,7 +43,7 @@ impl Forwarders {
         nodes: &[Arc<dyn DynLockBackend>],
         name: &str,
         topic_id: u64,
-        required: usize,
+        enough: usize,
         timeout: Duration,
     ) -> Result<()> {
         let name: Arc<str> = Arc::from(name);
@@ -63,7 +63,7 @@ impl Forwarders {
             .collect();
         let mut watches = Vec::new();
         let mut failures = Vec::new();
-        while watches.len() < required {
+        while watches.len() < enough {
             match pending.next().await {
                 Some((_, Ok(watch))) => watches.push(watch),
                 Some((node, Err(error))) => failures.push(NodeFailure::new(node, error)),

@@ -5,8 +5,8 @@
 //! [`lock_core::LockBackend`] over any mix of node backends and works with the same guard,
 //! watchdog, waiter and lost signal as a single node. Following the Redis lock algorithm:
 //!
-//! 1. the owner field is the composite's own (a random 128-bit client id and the holder id),
-//!    the same on every node;
+//! 1. the owner field is the composite's own (a random UUID v4 client id, 122 random bits, and
+//!    the holder id), the same on every node;
 //! 2. every attempt goes to all nodes at once, each call with its own timeout (5 % of the lease
 //!    by default);
 //! 3. the lock is granted only when at least `N/2 + 1` nodes grant it **and** the validity

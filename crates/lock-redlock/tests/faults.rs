@@ -373,7 +373,8 @@ async fn paused_node() {
 
     nodes.pause(1).expect("pause node 1");
 
-    // RedLock: two of three nodes grant; the paused one costs one per-node timeout.
+    // RedLock: two of three nodes grant, which settles the attempt without waiting for the
+    // paused one.
     let started = Instant::now();
     let guard = red
         .lock_with("paused:redlock", &LockOptions::new().no_wait().lease(lease))
@@ -382,10 +383,6 @@ async fn paused_node() {
         .expect("a majority is up");
     let elapsed = started.elapsed();
     eprintln!("redlock acquire with a paused node took {elapsed:?}");
-    assert!(
-        elapsed >= node_timeout.mul_f64(0.9),
-        "waited for the paused node: {elapsed:?}"
-    );
     assert!(elapsed < Duration::from_secs(1), "{elapsed:?}");
     assert!(!guard.is_lost());
     assert!(guard.remaining() > Duration::ZERO);
@@ -523,13 +520,17 @@ async fn killed_nodes_while_redlock_held() {
 // 4. Request latency beyond the lease
 // ---------------------------------------------------------------------------------------------
 
-/// Nodes over `backends` where node 0 delays every acquire by `delay`.
-fn with_slow_node_0(backends: &[RedisBackend], delay: Duration) -> Vec<Arc<dyn DynLockBackend>> {
+/// Nodes over `backends` where the first `slow` nodes delay every acquire by `delay`.
+fn with_slow_nodes(
+    backends: &[RedisBackend],
+    slow: usize,
+    delay: Duration,
+) -> Vec<Arc<dyn DynLockBackend>> {
     backends
         .iter()
         .enumerate()
         .map(|(i, backend)| {
-            if i == 0 {
+            if i < slow {
                 Arc::new(Slow {
                     inner: backend.clone(),
                     delay,
@@ -556,13 +557,14 @@ async fn validity_exceeded_by_latency_fails_and_leaves_no_keys() {
 
     for delay in [Duration::from_millis(600), Duration::from_millis(50)] {
         let red = Locker::new(
-            RedLock::builder(with_slow_node_0(&backends, delay))
+            // Two slow nodes: every majority includes one, so the quorum itself is slow.
+            RedLock::builder(with_slow_nodes(&backends, 2, delay))
                 .node_timeout(node_timeout)
                 .build()
                 .expect("redlock"),
         );
         let multi = Locker::new(
-            MultiLock::builder(with_slow_node_0(&backends, delay))
+            MultiLock::builder(with_slow_nodes(&backends, 1, delay))
                 .node_timeout(node_timeout)
                 .build()
                 .expect("multilock"),
@@ -586,7 +588,8 @@ async fn validity_exceeded_by_latency_fails_and_leaves_no_keys() {
     }
 }
 
-/// One no-wait attempt through a composite whose node 0 delays acquires by `delay`: granted
+/// One no-wait attempt through a composite whose quorum needs a node that delays acquires by
+/// `delay`: granted
 /// (with a validity that counts the latency) when `delay` is well under the lease, refused with
 /// nothing left on any node when it is over.
 async fn latency_attempt<P: Quorum>(
