@@ -112,7 +112,20 @@ impl Notifications {
     }
 }
 
-fn on_push(hub: &ReleaseHub, push: &PushInfo) {
+/// Tracks whether the notification connection is being re-established: releases published
+/// between the disconnection and the automatic re-subscription are lost, so every waiter is
+/// woken once when the connection drops **and** again when the re-subscriptions are confirmed
+/// (a waiter that retried in between, found the lock still held and went back to sleep would
+/// otherwise miss a release made during that gap).
+#[derive(Default)]
+struct PushState {
+    disconnected_at: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+/// Subscription confirmations this soon after a disconnection are re-subscriptions.
+const RESUBSCRIBE_WINDOW: Duration = Duration::from_secs(10);
+
+fn on_push(hub: &ReleaseHub, state: &PushState, push: &PushInfo) {
     match push.kind {
         PushKind::Message => {
             if let Some(Value::BulkString(channel)) = push.data.first()
@@ -121,7 +134,24 @@ fn on_push(hub: &ReleaseHub, push: &PushInfo) {
                 hub.notify_released(channel);
             }
         }
-        PushKind::Disconnection => hub.wake_all(),
+        PushKind::Disconnection => {
+            *state
+                .disconnected_at
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+            hub.wake_all();
+        }
+        PushKind::Subscribe => {
+            // A confirmation of the automatic re-subscription after a reconnect: the channel is
+            // live again, so waiters re-check what they may have missed since the drop.
+            let disconnected_at = *state
+                .disconnected_at
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if disconnected_at.is_some_and(|at| at.elapsed() < RESUBSCRIBE_WINDOW) {
+                hub.wake_all();
+            }
+        }
         _ => {}
     }
 }
@@ -137,12 +167,13 @@ async fn connect(
     hub: ReleaseHub,
 ) -> std::result::Result<ConnectionManager, redis::RedisError> {
     let client = Client::open(info)?;
+    let state = PushState::default();
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(timeout))
         .set_response_timeout(Some(timeout))
         .set_automatic_resubscription()
         .set_push_sender(move |push: PushInfo| {
-            on_push(&hub, &push);
+            on_push(&hub, &state, &push);
             Ok::<(), redis::aio::SendError>(())
         });
     ConnectionManager::new_with_config(client, config).await

@@ -4,12 +4,38 @@
 //!   (pause, resume, kill, restart), stopped by pid on drop.
 //! - [`RedisNodes`]: `n` independent real servers (no replication, no cluster) for tests of
 //!   multi-node locks (RedLock, MultiLock), with the same fault controls per node.
+//! - [`FaultProxy`]: a loopback TCP proxy in front of a server with faults switchable at run
+//!   time (latency, black hole, lost replies, refused or reset connections).
+//! - [`ReplicatedPair`]: a primary and a replica, with the link cut and the replica promoted
+//!   on demand (failover before replication).
+//! - Server-side faults on any [`RedisServer`]: [`RedisServer::kill_pubsub_clients`],
+//!   [`RedisServer::kill_normal_clients`], [`RedisServer::script_flush`],
+//!   [`RedisServer::client_list`].
+//! - `containers` (feature `testcontainers`, off by default): a server in a container, for
+//!   the rare test that needs a specific image; process-based servers are the default.
 //! - [`conformance`]: the behaviour every backend must show, as async functions plus the
 //!   [`conformance_tests!`] macro that turns them into one test each.
+//! - [`FencedResource`]: a protected counter on its own server that refuses stale fencing
+//!   tokens, and [`History`]: a recorder of lock holds whose [`check`](History::check) finds
+//!   overlaps, lost updates and fence rejections.
 
 pub mod conformance;
+pub mod history;
 pub mod nodes;
+pub mod proxy;
+pub mod replication;
+pub mod resource;
+pub mod schedule;
 pub mod server;
 
+#[cfg(feature = "testcontainers")]
+pub mod containers;
+
+pub use history::{CheckOptions, History, Hold, HoldRecorder, Report, WriteStatus};
 pub use nodes::RedisNodes;
+pub use proxy::{Fault, FaultProxy};
+pub use replication::ReplicatedPair;
+pub use resource::{FencedResource, WriteOutcome};
+pub use schedule::{FaultFuture, Schedule, ScheduleReport, run_schedule};
+pub use server::ClientInfo;
 pub use server::{RedisServer, ServerError, ServerOptions};

@@ -10,7 +10,9 @@
 //! The server binary is found by [`find_server_binary`]: the `DISTLOCK_REDIS_SERVER`
 //! environment variable, else `redis-server` on `PATH`, else `valkey-server` on `PATH`.
 //!
-//! Fault controls use POSIX signals and are only available on Unix.
+//! Fault controls use POSIX signals and are only available on Unix. Server-side faults
+//! (closing client connections, flushing the script cache) and `CLIENT LIST` are sent as
+//! commands: see [`RedisServer::kill_pubsub_clients`] and the methods next to it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsStr;
@@ -40,6 +42,10 @@ const PORT_ATTEMPTS: usize = 5;
 const RESTART_ATTEMPTS: usize = 5;
 /// Lines of server log shown in errors.
 const LOG_TAIL_LINES: usize = 40;
+/// Connect timeout of the command helpers ([`RedisServer::client_list`] and friends).
+const HELPER_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// Read and write timeout of the command helpers.
+const HELPER_IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 const LOG_FILE: &str = "server.log";
 const CONFIG_FILE: &str = "server.conf";
@@ -95,6 +101,22 @@ pub enum ServerError {
     /// [`RedisNodes::start_with`](crate::RedisNodes::start_with) was asked for zero nodes.
     #[error("RedisNodes needs at least one node, but 0 were requested")]
     NoNodes,
+    /// A command sent by a helper (a fault such as [`RedisServer::kill_pubsub_clients`], or
+    /// replication setup) failed, or the server did not answer it in time (e.g. it is paused).
+    #[error("`{command}` failed on the Redis server at 127.0.0.1:{port}: {source}")]
+    Command {
+        /// The server's port.
+        port: u16,
+        /// The command, e.g. `CLIENT KILL TYPE pubsub`.
+        command: String,
+        /// The error from the client library.
+        #[source]
+        source: redis::RedisError,
+    },
+    /// Replication did not reach the expected state in time (see
+    /// [`ReplicatedPair`](crate::ReplicatedPair)).
+    #[error("replication: {0}")]
+    Replication(String),
 }
 
 /// Options for [`RedisServer::start_with`].
@@ -519,6 +541,190 @@ impl Drop for RedisServer {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// Server-side faults and introspection, sent as commands.
+///
+/// These helpers are blocking (like [`pause`](RedisServer::pause) and friends) and short: each
+/// opens its own connection (1 s connect timeout, 5 s read/write timeout), sends its command and
+/// closes it, so they work from plain and `#[tokio::test]` tests alike, on a server with
+/// [`ServerOptions::requirepass`] too. On a [`pause`](RedisServer::pause)d server they fail
+/// with [`ServerError::Command`] after the timeout; on a killed or stopped one with
+/// [`ServerError::NotRunning`].
+///
+/// The client kills close connections from the server side, as a network fault or a proxy
+/// would: the client sees the socket close. `CLIENT KILL` classifies connections by type:
+/// `pubsub` are those subscribed to at least one channel or pattern (with RESP2 or RESP3),
+/// `normal` all other ordinary connections (a connection that subscribed to nothing yet is
+/// `normal`); replication links are neither.
+///
+/// ```
+/// use lock_testkit::RedisServer;
+///
+/// let server = RedisServer::start()?;
+/// let mut con = server.client().get_connection()?;
+/// redis::cmd("CLIENT").arg("SETNAME").arg("victim").exec(&mut con)?;
+/// let clients = server.client_list()?;
+/// assert!(clients.iter().any(|client| client.name() == "victim"));
+///
+/// assert_eq!(server.kill_pubsub_clients()?, 0);
+/// assert_eq!(server.kill_normal_clients()?, 1); // `con` is gone
+/// assert!(redis::cmd("PING").exec(&mut con).is_err());
+/// server.script_flush()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+impl RedisServer {
+    /// `SCRIPT FLUSH`: forgets every cached Lua script, so the next `EVALSHA` of each gets
+    /// `NOSCRIPT` (as after a server restart or a failover to a node that never saw the script).
+    pub fn script_flush(&self) -> Result<(), ServerError> {
+        self.query::<()>(&["SCRIPT", "FLUSH"])
+    }
+
+    /// `CLIENT KILL TYPE pubsub`: closes every connection subscribed to a channel or pattern
+    /// (release-notification connections, for instance). Returns how many were closed.
+    pub fn kill_pubsub_clients(&self) -> Result<usize, ServerError> {
+        self.query(&["CLIENT", "KILL", "TYPE", "pubsub"])
+    }
+
+    /// `CLIENT KILL TYPE normal SKIPME yes`: closes every ordinary (not subscribed, not
+    /// replication) connection but the helper's own, such as command connections, including
+    /// the test's own connections (e.g. from [`connection`](Self::connection), which does not
+    /// reconnect). Returns how many were closed.
+    pub fn kill_normal_clients(&self) -> Result<usize, ServerError> {
+        self.query(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"])
+    }
+
+    /// `CLIENT KILL ID id`: closes one connection, e.g. one found with
+    /// [`client_list`](Self::client_list). Returns whether it existed.
+    pub fn kill_client(&self, id: u64) -> Result<bool, ServerError> {
+        let killed: usize = self.query(&["CLIENT", "KILL", "ID", &id.to_string()])?;
+        Ok(killed > 0)
+    }
+
+    /// `CLIENT LIST`: the connections of the server, without the helper's own, parsed.
+    pub fn client_list(&self) -> Result<Vec<ClientInfo>, ServerError> {
+        let mut con = self.blocking_connection("CLIENT LIST")?;
+        let (own_id, list): (u64, String) = redis::pipe()
+            .cmd("CLIENT")
+            .arg("ID")
+            .cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut con)
+            .map_err(|source| self.command_error("CLIENT ID + CLIENT LIST", source))?;
+        Ok(list
+            .lines()
+            .map(ClientInfo::parse)
+            .filter(|client| client.id() != own_id)
+            .collect())
+    }
+
+    /// Runs one command on a fresh blocking connection (see the impl block's docs).
+    pub(crate) fn query<T: redis::FromRedisValue>(&self, args: &[&str]) -> Result<T, ServerError> {
+        let text = args.join(" ");
+        let mut con = self.blocking_connection(&text)?;
+        let mut cmd = redis::Cmd::new();
+        for arg in args {
+            cmd.arg(*arg);
+        }
+        cmd.query(&mut con)
+            .map_err(|source| self.command_error(&text, source))
+    }
+
+    fn blocking_connection(&self, command: &str) -> Result<redis::Connection, ServerError> {
+        if self.child.is_none() {
+            return Err(ServerError::NotRunning { port: self.port });
+        }
+        let con = self
+            .client()
+            .get_connection_with_timeout(HELPER_CONNECT_TIMEOUT)
+            .and_then(|con| {
+                con.set_read_timeout(Some(HELPER_IO_TIMEOUT))?;
+                con.set_write_timeout(Some(HELPER_IO_TIMEOUT))?;
+                Ok(con)
+            })
+            .map_err(|source| self.command_error(command, source))?;
+        Ok(con)
+    }
+
+    fn command_error(&self, command: &str, source: redis::RedisError) -> ServerError {
+        ServerError::Command {
+            port: self.port,
+            command: command.to_owned(),
+            source,
+        }
+    }
+}
+
+/// One connection from `CLIENT LIST` (see [`RedisServer::client_list`]).
+///
+/// Every `field=value` of the line is kept (see [`get`](Self::get)); the accessors cover the
+/// fields tests use most.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientInfo {
+    fields: Vec<(String, String)>,
+}
+
+impl ClientInfo {
+    fn parse(line: &str) -> Self {
+        let fields = line
+            .split_ascii_whitespace()
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(key, value)| (key.to_owned(), value.to_owned()))
+            .collect();
+        Self { fields }
+    }
+
+    /// The value of `field` (e.g. `"laddr"`, `"resp"`, `"lib-name"`), if the server sent it.
+    pub fn get(&self, field: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(key, _)| key == field)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// The connection id (`id`), for [`RedisServer::kill_client`]; 0 if missing.
+    pub fn id(&self) -> u64 {
+        self.number("id")
+    }
+
+    /// The client's address, `ip:port` (`addr`).
+    pub fn addr(&self) -> &str {
+        self.get("addr").unwrap_or_default()
+    }
+
+    /// The name set with `CLIENT SETNAME` (`name`); empty if none.
+    pub fn name(&self) -> &str {
+        self.get("name").unwrap_or_default()
+    }
+
+    /// The flags (`flags`), e.g. `N` (none), `P` (pub/sub), `S` (replica), `M` (master).
+    pub fn flags(&self) -> &str {
+        self.get("flags").unwrap_or_default()
+    }
+
+    /// The last command run (`cmd`), e.g. `evalsha` or `subscribe`.
+    pub fn last_command(&self) -> &str {
+        self.get("cmd").unwrap_or_default()
+    }
+
+    /// Whether the connection is subscribed to something (flag `P`).
+    pub fn is_pubsub(&self) -> bool {
+        self.flags().contains('P')
+    }
+
+    /// The number of channel, pattern and shard-channel subscriptions (`sub + psub + ssub`).
+    pub fn subscriptions(&self) -> u64 {
+        ["sub", "psub", "ssub"]
+            .iter()
+            .map(|field| self.number(field))
+            .sum()
+    }
+
+    fn number(&self, field: &str) -> u64 {
+        self.get(field)
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0)
     }
 }
 
@@ -1122,6 +1328,24 @@ mod tests {
         assert!(matches!(read_reply(&mut input).unwrap(), Reply::Bulk(s) if s == "ab\r\nc"));
         assert!(matches!(read_reply(&mut input).unwrap(), Reply::Error(s) if s == "ERR x"));
         assert!(matches!(read_reply(&mut input).unwrap(), Reply::Other(s) if s == "nil"));
+    }
+
+    #[test]
+    fn client_info_parses_a_client_list_line() {
+        let line = "id=7 addr=127.0.0.1:5000 laddr=127.0.0.1:6379 fd=9 name=a=b age=3 \
+                    idle=0 flags=P db=0 sub=2 psub=1 ssub=0 multi=-1 cmd=subscribe resp=3";
+        let client = ClientInfo::parse(line);
+        assert_eq!(client.id(), 7);
+        assert_eq!(client.addr(), "127.0.0.1:5000");
+        assert_eq!(client.name(), "a=b");
+        assert!(client.is_pubsub());
+        assert_eq!(client.subscriptions(), 3);
+        assert_eq!(client.last_command(), "subscribe");
+        assert_eq!(client.get("resp"), Some("3"));
+        assert_eq!(client.get("missing"), None);
+        let empty = ClientInfo::parse("id=8 name= flags=N");
+        assert_eq!(empty.name(), "");
+        assert!(!empty.is_pubsub());
     }
 
     #[test]
