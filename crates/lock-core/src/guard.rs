@@ -259,8 +259,7 @@ impl<B: LockBackend> LockGuard<B> {
     pub async fn release(mut self) -> Result<ReleaseOutcome> {
         self.finish();
         self.locker
-            .backend
-            .release(&self.name, &self.field, self.lease)
+            .release_hold(&self.name, &self.field, self.lease)
             .await
     }
 
@@ -292,7 +291,7 @@ impl<B: LockBackend> Drop for LockGuard<B> {
         let field = std::mem::take(&mut self.field);
         let lease = self.lease;
         runtime.spawn(async move {
-            if let Err(error) = locker.backend.release(&name, &field, lease).await {
+            if let Err(error) = locker.release_hold(&name, &field, lease).await {
                 tracing::warn!(%error, %name, "background release failed; the lease will expire");
             }
         });

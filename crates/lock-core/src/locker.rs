@@ -30,6 +30,12 @@ pub(crate) struct LockerInner<B: LockBackend> {
     /// whose outcome is unknown, the store is told to keep exactly this many holds.
     /// Keyed by name, then owner field, so lookups need no allocation.
     holds: Mutex<HashMap<String, HashMap<String, u32>>>,
+    /// (name, owner field) pairs whose count on the store may be higher than the holds above:
+    /// an acquire of unknown outcome could not be undone (the cleanup failed too). The next
+    /// attempt or release of that pair first sets the count right with `abandon`.
+    debts: Mutex<HashMap<String, std::collections::HashSet<String>>>,
+    /// Whether `debts` may be non-empty, so the hot path skips its lock.
+    any_debt: std::sync::atomic::AtomicBool,
 }
 
 impl<B: LockBackend> LockerInner<B> {
@@ -63,7 +69,76 @@ impl<B: LockBackend> LockerInner<B> {
         }
     }
 
-    fn known_holds(&self, name: &str, field: &str) -> u32 {
+    fn note_debt(&self, name: &str, field: &str) {
+        let mut debts = self.debts.lock().unwrap_or_else(|e| e.into_inner());
+        debts
+            .entry(name.to_owned())
+            .or_default()
+            .insert(field.to_owned());
+        self.any_debt
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    fn has_debt(&self, name: &str, field: &str) -> bool {
+        if !self.any_debt.load(std::sync::atomic::Ordering::Acquire) {
+            return false;
+        }
+        let debts = self.debts.lock().unwrap_or_else(|e| e.into_inner());
+        debts.get(name).is_some_and(|owners| owners.contains(field))
+    }
+
+    fn clear_debt(&self, name: &str, field: &str) {
+        let mut debts = self.debts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(owners) = debts.get_mut(name) {
+            owners.remove(field);
+            if owners.is_empty() {
+                debts.remove(name);
+            }
+        }
+        if debts.is_empty() {
+            self.any_debt
+                .store(false, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    /// Sets the owner's count on the store to `keep` if an earlier cleanup failed; a failure
+    /// leaves the debt for the next call (the lease bounds it in any case).
+    pub(crate) async fn settle_debt(&self, name: &str, field: &str, keep: u32) {
+        if !self.has_debt(name, field) {
+            return;
+        }
+        match self.backend.abandon(name, field, keep).await {
+            Ok(()) => self.clear_debt(name, field),
+            Err(error) => {
+                tracing::warn!(%error, name, "could not yet undo an earlier acquire of unknown outcome");
+            }
+        }
+    }
+
+    /// Gives back one hold the caller has already forgotten locally (`forget_hold`). After an
+    /// outcome the store may or may not have applied, the owner's count is set to the holds
+    /// this process still knows of (or that is left as a debt for the next call), so an unseen
+    /// release can neither leave an extra hold nor be applied twice.
+    pub(crate) async fn release_hold(
+        &self,
+        name: &str,
+        field: &str,
+        lease: Duration,
+    ) -> Result<ReleaseOutcome> {
+        let keep = self.known_holds(name, field);
+        self.settle_debt(name, field, keep + 1).await;
+        let released = self.backend.release(name, field, lease).await;
+        if let Err(error) = &released
+            && error.is_ambiguous()
+            && let Err(cleanup) = self.backend.abandon(name, field, keep).await
+        {
+            tracing::warn!(%cleanup, name, "could not settle a release of unknown outcome; retried before the next attempt or release");
+            self.note_debt(name, field);
+        }
+        released
+    }
+
+    pub(crate) fn known_holds(&self, name: &str, field: &str) -> u32 {
         let holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
         holds
             .get(name)
@@ -153,6 +228,8 @@ impl<B: LockBackend> Locker<B> {
                 watchdog: Watchdog::new(backend.clone()),
                 backend,
                 holds: Mutex::new(HashMap::new()),
+                debts: Mutex::new(HashMap::new()),
+                any_debt: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -325,12 +402,20 @@ impl<B: LockBackend> Locker<B> {
     /// have taken or given back a hold while this one waited.
     async fn attempt(&self, mut request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
         request.known_holds = self.inner.known_holds(request.name, request.owner);
-        let backend = &self.inner.backend;
-        match backend.try_acquire(request).await {
+        let inner = &self.inner;
+        inner
+            .settle_debt(request.name, request.owner, request.known_holds)
+            .await;
+        match inner.backend.try_acquire(request).await {
             Err(error) if error.is_ambiguous() => {
                 let keep = request.known_holds;
-                if let Err(cleanup) = backend.abandon(request.name, request.owner, keep).await {
-                    tracing::warn!(%cleanup, name = request.name, "could not undo an acquire of unknown outcome; it expires with its lease");
+                if let Err(cleanup) = inner
+                    .backend
+                    .abandon(request.name, request.owner, keep)
+                    .await
+                {
+                    tracing::warn!(%cleanup, name = request.name, "could not undo an acquire of unknown outcome; retried before the next attempt or release");
+                    inner.note_debt(request.name, request.owner);
                 }
                 Err(error)
             }

@@ -10,6 +10,7 @@ use lock_core::{
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Script, ScriptInvocation};
 
+use crate::connection::CommandConnection;
 use crate::errors::map_error;
 use crate::keys;
 use crate::pubsub::Notifications;
@@ -19,8 +20,10 @@ static ACQUIRE: LazyLock<Script> =
 static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/release.lua")));
 static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/renew.lua")));
-static ABANDON: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/abandon.lua")));
+/// Sent whole with `EVAL`, not by hash: it is the cleanup after an acquire of unknown outcome,
+/// and must apply in one request even when the script cache is empty and the reply is lost
+/// (an `EVALSHA` would then fail with `NOSCRIPT` unseen and nothing would be undone).
+const ABANDON_SOURCE: &str = include_str!("scripts/abandon.lua");
 static FORCE_RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/force_release.lua")));
 static INSPECT: LazyLock<Script> =
@@ -128,15 +131,16 @@ impl RedisBackendBuilder {
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(None)
             .set_number_of_retries(2);
-        let connection = tokio::time::timeout(
+        let manager = tokio::time::timeout(
             self.connect_timeout,
-            ConnectionManager::new_with_config(client.clone(), config),
+            ConnectionManager::new_with_config(client.clone(), config.clone()),
         )
         .await
         .map_err(|_| Error::Timeout {
             after: self.connect_timeout,
         })?
         .map_err(|error| map_error(&error, self.connect_timeout))?;
+        preload_scripts(&manager, self.connect_timeout).await;
         let notifications = match self.notifications {
             NotificationMode::Polling(every) => Notifications::polling(every),
             NotificationMode::PubSub => {
@@ -146,7 +150,7 @@ impl RedisBackendBuilder {
         Ok(RedisBackend {
             inner: Arc::new(Inner {
                 client_id: lock_core::new_client_id(),
-                connection,
+                connection: CommandConnection::new(client, config, manager),
                 command_timeout: self.command_timeout,
                 notifications,
             }),
@@ -156,7 +160,7 @@ impl RedisBackendBuilder {
 
 struct Inner {
     client_id: String,
-    connection: ConnectionManager,
+    connection: CommandConnection,
     command_timeout: Duration,
     notifications: Notifications,
 }
@@ -231,17 +235,63 @@ impl RedisBackend {
         }
     }
 
+    /// Runs one cleanup command on the connection a timed-out call was sent on (see
+    /// `connection.rs`), with the same timeout handling as [`Self::invoke`].
+    async fn cleanup<T: FromRedisValue>(
+        &self,
+        command: &redis::Cmd,
+        timeout: Duration,
+    ) -> Result<T> {
+        let mut connection = self.inner.connection.for_cleanup();
+        match tokio::time::timeout(timeout, command.query_async(&mut connection.manager)).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(map_error(&error, timeout)),
+            Err(_) => {
+                self.inner
+                    .connection
+                    .replace_after_timeout(connection.generation);
+                Err(Error::Timeout { after: timeout })
+            }
+        }
+    }
+
     async fn invoke<T: FromRedisValue>(
         &self,
         invocation: &ScriptInvocation<'_>,
         timeout: Duration,
     ) -> Result<T> {
-        let mut connection = self.inner.connection.clone();
-        match tokio::time::timeout(timeout, invocation.invoke_async(&mut connection)).await {
+        let mut connection = self.inner.connection.get();
+        match tokio::time::timeout(timeout, invocation.invoke_async(&mut connection.manager)).await
+        {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(map_error(&error, timeout)),
-            Err(_) => Err(Error::Timeout { after: timeout }),
+            Err(_) => {
+                // The reply may be lost rather than late: never reuse this connection.
+                self.inner
+                    .connection
+                    .replace_after_timeout(connection.generation);
+                Err(Error::Timeout { after: timeout })
+            }
         }
+    }
+}
+
+/// Loads every script into the server's cache up front, so a call whose reply is lost has still
+/// run (an `EVALSHA` of an unknown script would fail unseen instead). After a `SCRIPT FLUSH` the
+/// first call of each script reloads it as usual. Best effort: a user without `SCRIPT LOAD`
+/// rights still works, loading scripts through `EVAL` on first use.
+async fn preload_scripts(manager: &ConnectionManager, timeout: Duration) {
+    let mut connection = manager.clone();
+    let load = async {
+        for script in [&ACQUIRE, &RELEASE, &RENEW, &FORCE_RELEASE, &INSPECT] {
+            script.load_async(&mut connection).await?;
+        }
+        Ok::<(), redis::RedisError>(())
+    };
+    match tokio::time::timeout(timeout, load).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::debug!(%error, "could not preload the lock scripts"),
+        Err(_) => tracing::debug!("preloading the lock scripts timed out"),
     }
 }
 
@@ -336,14 +386,15 @@ impl LockBackend for RedisBackend {
     }
 
     async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
-        let mut invocation = ABANDON.prepare_invoke();
-        invocation
-            .key(name)
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(ABANDON_SOURCE)
+            .arg(1)
+            .arg(name)
             .arg(owner)
             .arg(keep)
             .arg(keys::channel(name))
             .arg(keys::UNLOCK_MESSAGE);
-        let _changed: i64 = self.invoke(&invocation, self.call_timeout(None)).await?;
+        let _changed: i64 = self.cleanup(&eval, self.call_timeout(None)).await?;
         Ok(())
     }
 

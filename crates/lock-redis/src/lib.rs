@@ -28,6 +28,7 @@
 //! ```
 
 mod backend;
+mod connection;
 mod errors;
 pub mod keys;
 mod pubsub;
