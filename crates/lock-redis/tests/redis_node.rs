@@ -519,3 +519,34 @@ async fn waiters_cancelled_while_subscribing_leave_no_subscription() {
     assert_eq!(b.backend().watched_locks(), 0);
     drop(held);
 }
+
+#[tokio::test]
+async fn fencing_tokens_keep_rising_after_the_server_forgets_the_counter() {
+    let mut server = start();
+    let locker = locker(&server).await;
+    let options = LockOptions::new()
+        .lease(Duration::from_secs(5))
+        .fencing(true);
+    let first = locker.lock_with("fenced", &options).await.unwrap().unwrap();
+    let before = first.fencing_token().unwrap();
+    assert_eq!(first.release().await.unwrap(), ReleaseOutcome::Released);
+    // A restart without persistence loses the lock and the counter.
+    server.kill().unwrap();
+    server.restart().unwrap();
+    let mut raw = server.connection().await;
+    let exists: i64 = query(&mut raw, &["EXISTS", "redisson_lock_token:{fenced}"]).await;
+    assert_eq!(exists, 0, "the counter is gone");
+    let after = loop {
+        match locker.lock_with("fenced", &options).await {
+            Ok(Some(guard)) => break guard,
+            Ok(None) => panic!("free after the restart"),
+            Err(error) => {
+                assert!(error.is_retryable(), "{error}");
+                sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let token = after.fencing_token().unwrap();
+    assert!(token > before, "{token} after {before}");
+    assert_eq!(after.release().await.unwrap(), ReleaseOutcome::Released);
+}

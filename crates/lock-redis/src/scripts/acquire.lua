@@ -15,7 +15,17 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
     end
     local token = 0
     if ARGV[3] == '1' then
-        token = redis.call('incr', KEYS[2])
+        -- The next token is the counter + 1, but never below the server's clock in microseconds:
+        -- if the counter is lost (a restart without persistence, a failover to a replica that
+        -- had not received it), tokens still go up instead of restarting at 1. Both fit a Lua
+        -- double exactly (below 2^53), and '%.0f' writes them back as plain integers.
+        local time = redis.call('time')
+        local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+        token = (tonumber(redis.call('get', KEYS[2])) or 0) + 1
+        if token < now then
+            token = now
+        end
+        redis.call('set', KEYS[2], string.format('%.0f', token))
     end
     return {1, count, token}
 end
