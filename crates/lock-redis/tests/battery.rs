@@ -109,6 +109,7 @@ fn in_model_faults_single_node() {
         let mut schedule = Schedule::new(8, 2000 * scale, options);
         schedule.fault_gap = (Duration::from_millis(50), Duration::from_millis(200));
         let server = Arc::new(Mutex::new(server));
+        let kept = lockers.clone();
         let report =
             run_schedule(&schedule, lockers, resource, faults(server.clone(), proxy)).await;
         eprintln!("single node, in-model faults: {report}");
@@ -134,5 +135,27 @@ fn in_model_faults_single_node() {
             "only {:.1} % acquired within the wait",
             report.acquired_ratio() * 100.0
         );
+
+        // No leaks: within one lease (a release lost to a fault expires by then), no lock key,
+        // no subscription, no local watch.
+        tokio::time::sleep(LEASE).await;
+        let mut raw = server.lock().unwrap().client();
+        let raw = raw.get_multiplexed_async_connection();
+        let mut raw = raw.await.expect("raw connection");
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg(&schedule.lock_name)
+            .query_async(&mut raw)
+            .await
+            .expect("EXISTS");
+        assert_eq!(exists, 0, "the lock key is left behind");
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .query_async(&mut raw)
+            .await
+            .expect("PUBSUB CHANNELS");
+        assert!(channels.is_empty(), "subscriptions left: {channels:?}");
+        for locker in &kept {
+            assert_eq!(locker.backend().watched_locks(), 0);
+        }
     });
 }
