@@ -139,9 +139,11 @@ fn in_model_faults_single_node() {
         // No leaks: within one lease (a release lost to a fault expires by then), no lock key,
         // no subscription, no local watch.
         tokio::time::sleep(LEASE).await;
-        let mut raw = server.lock().unwrap().client();
-        let raw = raw.get_multiplexed_async_connection();
-        let mut raw = raw.await.expect("raw connection");
+        let client = server.lock().unwrap().client();
+        let mut raw = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("raw connection");
         let exists: i64 = redis::cmd("EXISTS")
             .arg(&schedule.lock_name)
             .query_async(&mut raw)
