@@ -172,6 +172,11 @@ async fn server_errors_map_to_distinct_kinds() {
     let error = locker.try_lock("not-a-lock").await.unwrap_err();
     assert!(matches!(error, Error::WrongType(_)), "{error:?}");
     assert!(!error.is_retryable());
+    // force_unlock does not delete what is not a lock either.
+    let error = locker.force_unlock("not-a-lock").await.unwrap_err();
+    assert!(matches!(error, Error::WrongType(_)), "{error:?}");
+    let kept: String = query(&mut raw, &["GET", "not-a-lock"]).await;
+    assert_eq!(kept, "x", "the user's value is untouched");
 
     // NOPERM: a user that may not run scripts.
     let _: () = query(
