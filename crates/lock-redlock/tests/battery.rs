@@ -218,13 +218,42 @@ fn battery<P: Quorum + Default>(kinds: &'static [Kind]) -> ScheduleReport {
         schedule.fault_gap = (Duration::from_millis(200), Duration::from_millis(600));
         let nodes = Arc::new(Mutex::new(nodes));
         let proxies = Arc::new(proxies);
-        run_schedule(
+        let kept = lockers.clone();
+        let report = run_schedule(
             &schedule,
             lockers,
             resource,
             faults(kinds, nodes.clone(), proxies.clone()),
         )
-        .await
+        .await;
+        // No leaks: within one lease (a release lost to a fault expires by then), no lock key
+        // and no subscription on any node, while the clients are still alive.
+        tokio::time::sleep(LEASE).await;
+        let clients: Vec<redis::Client> =
+            nodes.lock().unwrap().iter().map(|n| n.client()).collect();
+        for (i, client) in clients.iter().enumerate() {
+            let mut raw = client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("raw connection");
+            let exists: i64 = redis::cmd("EXISTS")
+                .arg(&schedule.lock_name)
+                .query_async(&mut raw)
+                .await
+                .expect("EXISTS");
+            assert_eq!(exists, 0, "node {i}: the lock key is left behind");
+            let channels: Vec<String> = redis::cmd("PUBSUB")
+                .arg("CHANNELS")
+                .query_async(&mut raw)
+                .await
+                .expect("PUBSUB CHANNELS");
+            assert!(
+                channels.is_empty(),
+                "node {i}: subscriptions left: {channels:?}"
+            );
+        }
+        drop(kept);
+        report
     })
 }
 
