@@ -27,9 +27,13 @@ struct Current {
     /// Bumped at each replacement, so concurrent timeouts on one connection replace it once.
     generation: u64,
     manager: ConnectionManager,
-    /// The connection replaced last, for cleanup calls.
-    replaced: Option<ConnectionManager>,
+    /// The connection replaced last and when, for the cleanup call that follows a timeout.
+    replaced: Option<(ConnectionManager, std::time::Instant)>,
 }
+
+/// A replaced connection serves a cleanup only this soon after the timeout: the cleanup follows
+/// the timed-out call at once, and a later, unrelated cleanup is better off on a fresh connection.
+const CLEANUP_WINDOW: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A handle on the connection for one call, and the generation it belongs to (`None` for the
 /// replaced connection, which is never replaced again).
@@ -68,11 +72,11 @@ impl CommandConnection {
     pub(crate) fn for_cleanup(&self) -> Lease {
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         match current.replaced.take() {
-            Some(replaced) => Lease {
+            Some((replaced, at)) if at.elapsed() < CLEANUP_WINDOW => Lease {
                 manager: replaced,
                 generation: None,
             },
-            None => Lease {
+            Some(_) | None => Lease {
                 manager: current.manager.clone(),
                 generation: Some(current.generation),
             },
@@ -90,7 +94,8 @@ impl CommandConnection {
         match ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone()) {
             Ok(manager) => {
                 current.generation += 1;
-                current.replaced = Some(std::mem::replace(&mut current.manager, manager));
+                let old = std::mem::replace(&mut current.manager, manager);
+                current.replaced = Some((old, std::time::Instant::now()));
                 tracing::debug!(
                     generation = current.generation,
                     "replaced the command connection after a timeout"
