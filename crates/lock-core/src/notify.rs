@@ -155,6 +155,20 @@ impl ReleaseHub {
         }
     }
 
+    /// Wakes every waiter of `name` to retry: used when that name's notifications may have been
+    /// lost (for example right after its subscription was re-established).
+    pub fn wake_watchers(&self, name: &str) {
+        let topic = {
+            let topics = self.inner.topics.lock().unwrap_or_else(|e| e.into_inner());
+            topics.get(name).and_then(Weak::upgrade)
+        };
+        if let Some(topic) = topic {
+            topic.notify.notify_waiters();
+            // A waiter between its attempt and its wait also has to retry.
+            topic.notify.notify_one();
+        }
+    }
+
     /// Wakes every waiter of every name, to retry: used when notifications may have been lost.
     pub fn wake_all(&self) {
         let topics: Vec<Arc<Topic>> = {

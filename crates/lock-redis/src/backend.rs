@@ -10,7 +10,6 @@ use lock_core::{
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Script, ScriptInvocation};
 
-use crate::connection::CommandConnection;
 use crate::errors::map_error;
 use crate::keys;
 use crate::pubsub::Notifications;
@@ -133,7 +132,7 @@ impl RedisBackendBuilder {
             .set_number_of_retries(2);
         let manager = tokio::time::timeout(
             self.connect_timeout,
-            ConnectionManager::new_with_config(client.clone(), config.clone()),
+            ConnectionManager::new_with_config(client.clone(), config),
         )
         .await
         .map_err(|_| Error::Timeout {
@@ -150,7 +149,7 @@ impl RedisBackendBuilder {
         Ok(RedisBackend {
             inner: Arc::new(Inner {
                 client_id: lock_core::new_client_id(),
-                connection: CommandConnection::new(client, config, manager),
+                connection: manager,
                 command_timeout: self.command_timeout,
                 notifications,
             }),
@@ -160,7 +159,7 @@ impl RedisBackendBuilder {
 
 struct Inner {
     client_id: String,
-    connection: CommandConnection,
+    connection: ConnectionManager,
     command_timeout: Duration,
     notifications: Notifications,
 }
@@ -235,23 +234,15 @@ impl RedisBackend {
         }
     }
 
-    /// Runs one cleanup command on the connection a timed-out call was sent on (see
-    /// `connection.rs`), with the same timeout handling as [`Self::invoke`].
-    async fn cleanup<T: FromRedisValue>(
-        &self,
-        command: &redis::Cmd,
-        timeout: Duration,
-    ) -> Result<T> {
-        let mut connection = self.inner.connection.for_cleanup();
-        match tokio::time::timeout(timeout, command.query_async(&mut connection.manager)).await {
+    /// Runs one plain command with the same timeout handling as [`Self::invoke`]. It goes out on
+    /// the one multiplexed connection, so it runs after every request sent before it (the
+    /// cleanup after a timeout must not overtake the request it undoes).
+    async fn query<T: FromRedisValue>(&self, command: &redis::Cmd, timeout: Duration) -> Result<T> {
+        let mut connection = self.inner.connection.clone();
+        match tokio::time::timeout(timeout, command.query_async(&mut connection)).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(map_error(&error, timeout)),
-            Err(_) => {
-                self.inner
-                    .connection
-                    .replace_after_timeout(connection.generation);
-                Err(Error::Timeout { after: timeout })
-            }
+            Err(_) => Err(Error::Timeout { after: timeout }),
         }
     }
 
@@ -260,18 +251,11 @@ impl RedisBackend {
         invocation: &ScriptInvocation<'_>,
         timeout: Duration,
     ) -> Result<T> {
-        let mut connection = self.inner.connection.get();
-        match tokio::time::timeout(timeout, invocation.invoke_async(&mut connection.manager)).await
-        {
+        let mut connection = self.inner.connection.clone();
+        match tokio::time::timeout(timeout, invocation.invoke_async(&mut connection)).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(map_error(&error, timeout)),
-            Err(_) => {
-                // The reply may be lost rather than late: never reuse this connection.
-                self.inner
-                    .connection
-                    .replace_after_timeout(connection.generation);
-                Err(Error::Timeout { after: timeout })
-            }
+            Err(_) => Err(Error::Timeout { after: timeout }),
         }
     }
 }
@@ -394,7 +378,7 @@ impl LockBackend for RedisBackend {
             .arg(keep)
             .arg(keys::channel(name))
             .arg(keys::UNLOCK_MESSAGE);
-        let _changed: i64 = self.cleanup(&eval, self.call_timeout(None)).await?;
+        let _changed: i64 = self.query(&eval, self.call_timeout(None)).await?;
         Ok(())
     }
 

@@ -28,7 +28,6 @@
 //! ```
 
 mod backend;
-mod connection;
 mod errors;
 pub mod keys;
 mod pubsub;

@@ -114,7 +114,8 @@ impl Notifications {
 
 /// Tracks whether the notification connection is being re-established: releases published
 /// between the disconnection and the automatic re-subscription are lost, so every waiter is
-/// woken once when the connection drops **and** again when the re-subscriptions are confirmed
+/// woken once when the connection drops **and** again when their channel's re-subscription is
+/// confirmed
 /// (a waiter that retried in between, found the lock still held and went back to sleep would
 /// otherwise miss a release made during that gap).
 #[derive(Default)]
@@ -143,13 +144,16 @@ fn on_push(hub: &ReleaseHub, state: &PushState, push: &PushInfo) {
         }
         PushKind::Subscribe => {
             // A confirmation of the automatic re-subscription after a reconnect: the channel is
-            // live again, so waiters re-check what they may have missed since the drop.
+            // live again, so its waiters re-check what they may have missed since the drop.
             let disconnected_at = *state
                 .disconnected_at
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            if disconnected_at.is_some_and(|at| at.elapsed() < RESUBSCRIBE_WINDOW) {
-                hub.wake_all();
+            if disconnected_at.is_some_and(|at| at.elapsed() < RESUBSCRIBE_WINDOW)
+                && let Some(Value::BulkString(channel)) = push.data.first()
+                && let Ok(channel) = std::str::from_utf8(channel)
+            {
+                hub.wake_watchers(channel);
             }
         }
         _ => {}
