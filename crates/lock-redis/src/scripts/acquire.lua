@@ -7,12 +7,7 @@
 -- ARGV[2] owner field, ARGV[3] '1' to hand out a fencing token
 -- Returns {1, hold count, token or 0} when granted, {0, pttl} when held by someone else.
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    -- A re-entry only ever lengthens the lease: a nested hold with a shorter lease must not cut
-    -- short the outer holds (whose guards count on their own, longer validity).
-    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
-        redis.call('pexpire', KEYS[1], ARGV[1])
-    end
+    -- The token first: if its key is unusable (WRONGTYPE), the script fails before writing.
     local token = 0
     if ARGV[3] == '1' then
         -- The next token is the counter + 1, but never below the server's clock in microseconds:
@@ -26,6 +21,12 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
             token = now
         end
         redis.call('set', KEYS[2], string.format('%.0f', token))
+    end
+    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    -- A re-entry only ever lengthens the lease: a nested hold with a shorter lease must not cut
+    -- short the outer holds (whose guards count on their own, longer validity).
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
     end
     return {1, count, token}
 end
