@@ -199,16 +199,20 @@ async fn attempt_against_foreign_holds<P: Quorum>(
     );
     if let Some(guard) = guard {
         assert!(guard.owner_field().starts_with(&format!("{client_id}:")));
-        // Ours on every free node, and only there.
+        // Ours on enough free nodes, and never on a foreign-held one. (The attempt is decided as
+        // soon as a quorum grants, so a free node's grant may still be on its way.)
+        let mut ours = 0;
         for (i, connection) in connections.iter().enumerate() {
             let hash = hgetall(connection, name).await;
-            let expected = usize::from(foreign_fields[i].is_none());
-            assert_eq!(
-                hash.get(guard.owner_field()).copied(),
-                (expected == 1).then_some(1),
-                "{name}: node {i}: {hash:?}"
-            );
+            let held_here = hash.get(guard.owner_field()).copied();
+            if foreign_fields[i].is_some() {
+                assert_eq!(held_here, None, "{name}: node {i}: {hash:?}");
+            } else if held_here == Some(1) {
+                ours += 1;
+            }
         }
+        // At least a majority (a MultiLock is granted only with every node free and granting).
+        assert!(ours > n / 2, "{name}: ours on {ours} of {free} free nodes");
         // Foreign-held nodes answer "not held": nothing of ours is left there, so the release is
         // complete.
         let outcome = guard.release().await.expect("release");
