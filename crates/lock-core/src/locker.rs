@@ -101,16 +101,25 @@ impl<B: LockBackend> LockerInner<B> {
         }
     }
 
-    /// Sets the owner's count on the store to `keep` if an earlier cleanup failed; a failure
-    /// leaves the debt for the next call (the lease bounds it in any case).
-    pub(crate) async fn settle_debt(&self, name: &str, field: &str, keep: u32) {
+    /// Sets the owner's count on the store to `keep` if an earlier cleanup failed.
+    ///
+    /// # Errors
+    ///
+    /// The cleanup's error when it fails again: the debt stays for the next call (the lease
+    /// bounds it in any case), and the caller must not go on, since an acquire or release on
+    /// top of an unknown count would leave (or report) the wrong count.
+    pub(crate) async fn settle_debt(&self, name: &str, field: &str, keep: u32) -> Result<()> {
         if !self.has_debt(name, field) {
-            return;
+            return Ok(());
         }
         match self.backend.abandon(name, field, keep).await {
-            Ok(()) => self.clear_debt(name, field),
+            Ok(()) => {
+                self.clear_debt(name, field);
+                Ok(())
+            }
             Err(error) => {
-                tracing::warn!(%error, name, "could not yet undo an earlier acquire of unknown outcome");
+                tracing::warn!(%error, name, "could not yet undo an earlier call of unknown outcome");
+                Err(error)
             }
         }
     }
@@ -126,7 +135,9 @@ impl<B: LockBackend> LockerInner<B> {
         lease: Duration,
     ) -> Result<ReleaseOutcome> {
         let keep = self.known_holds(name, field);
-        self.settle_debt(name, field, keep + 1).await;
+        // On failure the hold is already forgotten locally, so the debt, when settled, lowers
+        // the count to what is still known: this release happens then (or when the lease ends).
+        self.settle_debt(name, field, keep + 1).await?;
         let released = self.backend.release(name, field, lease).await;
         if let Err(error) = &released
             && error.is_ambiguous()
@@ -405,7 +416,7 @@ impl<B: LockBackend> Locker<B> {
         let inner = &self.inner;
         inner
             .settle_debt(request.name, request.owner, request.known_holds)
-            .await;
+            .await?;
         match inner.backend.try_acquire(request).await {
             Err(error) if error.is_ambiguous() => {
                 let keep = request.known_holds;

@@ -7,26 +7,48 @@ use lock_core::{
     AcquireOutcome, AcquireRequest, Error, Grant, LockBackend, LockState, ReleaseOutcome,
     ReleaseWatch, RenewOutcome, Renewal, Result,
 };
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{FromRedisValue, Script, ScriptInvocation};
+use redis::aio::MultiplexedConnection;
+use redis::{Cmd, FromRedisValue, Script, ServerErrorKind, Value};
 
 use crate::errors::map_error;
 use crate::keys;
+use crate::link::{self, Cleanup, Link, Links};
 use crate::pubsub::Notifications;
 
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/acquire.lua")));
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/release.lua")));
-static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/renew.lua")));
-/// Sent whole with `EVAL`, not by hash: it is the cleanup after an acquire of unknown outcome,
-/// and must apply in one request even when the script cache is empty and the reply is lost
-/// (an `EVALSHA` would then fail with `NOSCRIPT` unseen and nothing would be undone).
-const ABANDON_SOURCE: &str = include_str!("scripts/abandon.lua");
-static FORCE_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/force_release.lua")));
-static INSPECT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/inspect.lua")));
+/// One lock script: sent by hash (`EVALSHA`), or whole (`EVAL`) when the server does not have
+/// it cached, or always whole for the cleanup script (see [`ABANDON`]).
+struct LockScript {
+    script: Script,
+    source: &'static str,
+    always_whole: bool,
+}
+
+impl LockScript {
+    fn new(source: &'static str) -> Self {
+        LockScript {
+            script: Script::new(source),
+            source,
+            always_whole: false,
+        }
+    }
+}
+
+static ACQUIRE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("scripts/acquire.lua")));
+static RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("scripts/release.lua")));
+static RENEW: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("scripts/renew.lua")));
+/// Sent whole with `EVAL`, not by hash: it is the cleanup after a call of unknown outcome, and
+/// should apply in one request even when the script cache is empty.
+static ABANDON: LazyLock<LockScript> = LazyLock::new(|| LockScript {
+    always_whole: true,
+    ..LockScript::new(include_str!("scripts/abandon.lua"))
+});
+static FORCE_RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("scripts/force_release.lua")));
+static INSPECT: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("scripts/inspect.lua")));
 
 /// Renewals are sent in scripts of at most this many keys, so one huge batch never blocks the
 /// server for long; the chunks go out concurrently on the multiplexed connection.
@@ -124,22 +146,8 @@ impl RedisBackendBuilder {
             redis::Client::open(self.url.as_str()).map_err(|error| Error::InvalidConfig {
                 reason: format!("bad Redis URL: {error}"),
             })?;
-        // No response timeout here: every call has its own (see `call_timeout`), and one timer
-        // per call is enough on the hot path.
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(None)
-            .set_number_of_retries(2);
-        let manager = tokio::time::timeout(
-            self.connect_timeout,
-            ConnectionManager::new_with_config(client.clone(), config),
-        )
-        .await
-        .map_err(|_| Error::Timeout {
-            after: self.connect_timeout,
-        })?
-        .map_err(|error| map_error(&error, self.connect_timeout))?;
-        preload_scripts(&manager, self.connect_timeout).await;
+        let links =
+            Links::connect(client.clone(), self.connect_timeout, self.command_timeout).await?;
         let notifications = match self.notifications {
             NotificationMode::Polling(every) => Notifications::polling(every),
             NotificationMode::PubSub => {
@@ -149,7 +157,7 @@ impl RedisBackendBuilder {
         Ok(RedisBackend {
             inner: Arc::new(Inner {
                 client_id: lock_core::new_client_id(),
-                connection: manager,
+                links,
                 command_timeout: self.command_timeout,
                 notifications,
             }),
@@ -159,7 +167,7 @@ impl RedisBackendBuilder {
 
 struct Inner {
     client_id: String,
-    connection: ConnectionManager,
+    links: Links,
     command_timeout: Duration,
     notifications: Notifications,
 }
@@ -234,48 +242,161 @@ impl RedisBackend {
         }
     }
 
-    /// Runs one plain command with the same timeout handling as [`Self::invoke`]. It goes out on
-    /// the one multiplexed connection, so it runs after every request sent before it (the
-    /// cleanup after a timeout must not overtake the request it undoes).
-    async fn query<T: FromRedisValue>(&self, command: &redis::Cmd, timeout: Duration) -> Result<T> {
-        let mut connection = self.inner.connection.clone();
-        match tokio::time::timeout(timeout, command.query_async(&mut connection)).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(map_error(&error, timeout)),
-            Err(_) => Err(Error::Timeout { after: timeout }),
+    /// Runs one lock script and decodes its reply (after the echoed request id) as `T`.
+    ///
+    /// `fill` adds the keys (`keys` of them) and arguments; the request id goes last. A timeout
+    /// or a reply out of step discards the connection (see [`crate::link`]); an error reply is
+    /// trusted only once the connection is shown to be in step.
+    async fn run<T: FromRedisValue>(
+        &self,
+        script: &LockScript,
+        keys: usize,
+        timeout: Duration,
+        fill: impl Fn(&mut Cmd),
+    ) -> Result<T> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let timed_out = || Error::Timeout { after: timeout };
+        let links = &self.inner.links;
+        let link = match links.ready() {
+            Some(link) => link,
+            None => tokio::time::timeout_at(deadline, links.current())
+                .await
+                .map_err(|_| timed_out())?,
+        };
+        if tokio::time::Instant::now() >= deadline {
+            // Nothing sent: no reason to doubt the connection.
+            return Err(timed_out());
+        }
+        match tokio::time::timeout_at(deadline, self.exchange(&link, script, keys, &fill)).await {
+            Ok(reply) => reply.and_then(|items| {
+                T::from_redis_value(Value::Array(items)).map_err(|error| {
+                    Error::Protocol(format!("unexpected lock script reply: {error}"))
+                })
+            }),
+            Err(_) => {
+                links.discard(&link, "call timed out");
+                Err(timed_out())
+            }
         }
     }
 
-    async fn invoke<T: FromRedisValue>(
+    /// One request and its reply on `link`: the reply items after the request id.
+    async fn exchange(
         &self,
-        invocation: &ScriptInvocation<'_>,
-        timeout: Duration,
-    ) -> Result<T> {
-        let mut connection = self.inner.connection.clone();
-        match tokio::time::timeout(timeout, invocation.invoke_async(&mut connection)).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(map_error(&error, timeout)),
-            Err(_) => Err(Error::Timeout { after: timeout }),
+        link: &Arc<Link>,
+        script: &LockScript,
+        keys: usize,
+        fill: &impl Fn(&mut Cmd),
+    ) -> Result<Vec<Value>> {
+        let links = &self.inner.links;
+        let nonce = links.next_nonce();
+        let command = |whole: bool| {
+            let mut command = if whole {
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(script.source);
+                eval
+            } else {
+                let mut evalsha = redis::cmd("EVALSHA");
+                evalsha.arg(script.script.get_hash());
+                evalsha
+            };
+            command.arg(keys);
+            fill(&mut command);
+            command.arg(nonce);
+            command
+        };
+        let mut reply = link::send(links, link, &command(script.always_whole)).await?;
+        if let Value::ServerError(error) = &reply
+            && error.kind() == Some(ServerErrorKind::NoScript)
+        {
+            // Sending the script whole is safe only if this NOSCRIPT really was ours (the
+            // request did not run); a reply out of step could belong to a request that did.
+            if !link::in_step(links, link).await {
+                return Err(out_of_step());
+            }
+            reply = link::send(links, link, &command(true)).await?;
+        }
+        match reply {
+            Value::Array(mut items) if echoes(items.first(), nonce) => {
+                items.remove(0);
+                Ok(items)
+            }
+            Value::ServerError(error) => {
+                if link::in_step(links, link).await {
+                    Err(map_error(&error.into(), Duration::ZERO))
+                } else {
+                    Err(out_of_step())
+                }
+            }
+            _ => {
+                links.discard(link, "reply out of step");
+                Err(out_of_step())
+            }
         }
     }
 }
 
-/// Loads every script into the server's cache up front, so a call whose reply is lost has still
-/// run (an `EVALSHA` of an unknown script would fail unseen instead). After a `SCRIPT FLUSH` the
-/// first call of each script reloads it as usual. Best effort: a user without `SCRIPT LOAD`
-/// rights still works, loading scripts through `EVAL` on first use.
-async fn preload_scripts(manager: &ConnectionManager, timeout: Duration) {
-    let mut connection = manager.clone();
-    let load = async {
-        for script in [&ACQUIRE, &RELEASE, &RENEW, &FORCE_RELEASE, &INSPECT] {
-            script.load_async(&mut connection).await?;
+/// The cleanup script as one `EVAL` (for replaying it on a new connection).
+pub(crate) fn abandon_command(cleanup: &Cleanup, nonce: u64) -> Cmd {
+    let mut command = redis::cmd("EVAL");
+    command.arg(ABANDON.source).arg(1);
+    abandon_arguments(
+        &mut command,
+        &cleanup.name,
+        &cleanup.owner,
+        cleanup.keep,
+        &keys::channel(&cleanup.name),
+    );
+    command.arg(nonce);
+    command
+}
+
+fn abandon_arguments(command: &mut Cmd, name: &str, owner: &str, keep: u32, channel: &str) {
+    command
+        .arg(name)
+        .arg(owner)
+        .arg(keep)
+        .arg(channel)
+        .arg(keys::UNLOCK_MESSAGE);
+}
+
+/// Whether a script reply's first item is the request id `nonce`.
+pub(crate) fn echoes(first: Option<&Value>, nonce: u64) -> bool {
+    match first {
+        Some(Value::BulkString(bytes)) => {
+            std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|text| text.parse::<u64>().ok())
+                == Some(nonce)
         }
-        Ok::<(), redis::RedisError>(())
-    };
-    match tokio::time::timeout(timeout, load).await {
-        Ok(Ok(())) => {}
-        Ok(Err(error)) => tracing::debug!(%error, "could not preload the lock scripts"),
-        Err(_) => tracing::debug!("preloading the lock scripts timed out"),
+        _ => false,
+    }
+}
+
+/// The error of a call whose reply cannot be told apart from another request's: it may or may
+/// not have run (ambiguous), and the connection is being replaced.
+fn out_of_step() -> Error {
+    Error::ConnectionLost(
+        "a reply was out of step with its request (a reply went missing); the command \
+         connection is being replaced"
+            .into(),
+    )
+}
+
+/// Loads every script into the server's cache on a new connection, so that calls go out by
+/// hash from the start. Best effort: a user without `SCRIPT LOAD` rights still works, sending
+/// scripts whole on first use.
+pub(crate) async fn preload_scripts(connection: &MultiplexedConnection) {
+    // All at once: one round trip on the multiplexed connection.
+    let loads = [&ACQUIRE, &RELEASE, &RENEW, &FORCE_RELEASE, &INSPECT].map(|script| {
+        let mut connection = connection.clone();
+        async move { script.script.load_async(&mut connection).await }
+    });
+    for result in futures_util::future::join_all(loads).await {
+        if let Err(error) = result {
+            tracing::debug!(%error, "could not preload the lock scripts");
+            return;
+        }
     }
 }
 
@@ -301,15 +422,21 @@ impl LockBackend for RedisBackend {
     }
 
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
-        let mut invocation = ACQUIRE.prepare_invoke();
-        invocation
-            .key(request.name)
-            .key(keys::token_key(request.name))
-            .arg(millis(request.lease))
-            .arg(request.owner)
-            .arg(if request.fencing { "1" } else { "0" });
+        let token_key = keys::token_key(request.name);
         let reply: Vec<i64> = self
-            .invoke(&invocation, self.call_timeout(Some(request.lease)))
+            .run(
+                &ACQUIRE,
+                2,
+                self.call_timeout(Some(request.lease)),
+                |command| {
+                    command
+                        .arg(request.name)
+                        .arg(&token_key)
+                        .arg(millis(request.lease))
+                        .arg(request.owner)
+                        .arg(if request.fencing { "1" } else { "0" });
+                },
+            )
             .await?;
         match reply.as_slice() {
             [1, hold_count, token] => Ok(AcquireOutcome::Acquired(Grant {
@@ -326,14 +453,17 @@ impl LockBackend for RedisBackend {
     }
 
     async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
-        let mut invocation = RELEASE.prepare_invoke();
-        invocation
-            .key(name)
-            .arg(millis(lease))
-            .arg(owner)
-            .arg(keys::channel(name))
-            .arg(keys::UNLOCK_MESSAGE);
-        let reply: i64 = self.invoke(&invocation, self.call_timeout(None)).await?;
+        let channel = keys::channel(name);
+        let (reply,): (i64,) = self
+            .run(&RELEASE, 1, self.call_timeout(None), |command| {
+                command
+                    .arg(name)
+                    .arg(millis(lease))
+                    .arg(owner)
+                    .arg(&channel)
+                    .arg(keys::UNLOCK_MESSAGE);
+            })
+            .await?;
         Ok(match reply {
             -1 => ReleaseOutcome::NotHeld,
             0 => ReleaseOutcome::Released,
@@ -345,14 +475,16 @@ impl LockBackend for RedisBackend {
 
     async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
         let chunks = renewals.chunks(RENEW_CHUNK).map(|chunk| async move {
-            let mut invocation = RENEW.prepare_invoke();
-            for renewal in chunk {
-                invocation
-                    .key(renewal.name)
-                    .arg(renewal.owner)
-                    .arg(millis(renewal.lease));
-            }
-            let reply: Vec<i64> = self.invoke(&invocation, self.call_timeout(None)).await?;
+            let reply: Vec<i64> = self
+                .run(&RENEW, chunk.len(), self.call_timeout(None), |command| {
+                    for renewal in chunk {
+                        command.arg(renewal.name);
+                    }
+                    for renewal in chunk {
+                        command.arg(renewal.owner).arg(millis(renewal.lease));
+                    }
+                })
+                .await?;
             if reply.len() != chunk.len() {
                 return Err(Error::Protocol(format!(
                     "renew script answered {} results for {} keys",
@@ -370,33 +502,44 @@ impl LockBackend for RedisBackend {
     }
 
     async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
-        let mut eval = redis::cmd("EVAL");
-        eval.arg(ABANDON_SOURCE)
-            .arg(1)
-            .arg(name)
-            .arg(owner)
-            .arg(keep)
-            .arg(keys::channel(name))
-            .arg(keys::UNLOCK_MESSAGE);
-        let _changed: i64 = self.query(&eval, self.call_timeout(None)).await?;
+        let channel = keys::channel(name);
+        let abandoned: Result<(i64,)> = self
+            .run(&ABANDON, 1, self.call_timeout(None), |command| {
+                abandon_arguments(command, name, owner, keep, &channel);
+            })
+            .await;
+        if let Err(error) = abandoned {
+            let cleanup = Cleanup {
+                name: name.to_owned(),
+                owner: owner.to_owned(),
+                keep,
+            };
+            // Not sent, or sent on a connection now being replaced: it runs first on the new
+            // one (see `Links::defer`), so it is done, not merely attempted.
+            if error.is_ambiguous() && self.inner.links.defer(cleanup) {
+                return Ok(());
+            }
+            return Err(error);
+        }
         Ok(())
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {
-        let mut invocation = FORCE_RELEASE.prepare_invoke();
-        invocation
-            .key(name)
-            .arg(keys::channel(name))
-            .arg(keys::UNLOCK_MESSAGE);
-        let existed: i64 = self.invoke(&invocation, self.call_timeout(None)).await?;
+        let channel = keys::channel(name);
+        let (existed,): (i64,) = self
+            .run(&FORCE_RELEASE, 1, self.call_timeout(None), |command| {
+                command.arg(name).arg(&channel).arg(keys::UNLOCK_MESSAGE);
+            })
+            .await?;
         Ok(existed == 1)
     }
 
     async fn inspect(&self, name: &str) -> Result<LockState> {
-        let mut invocation = INSPECT.prepare_invoke();
-        invocation.key(name);
-        let (flat, pttl): (Vec<String>, i64) =
-            self.invoke(&invocation, self.call_timeout(None)).await?;
+        let (flat, pttl): (Vec<String>, i64) = self
+            .run(&INSPECT, 1, self.call_timeout(None), |command| {
+                command.arg(name);
+            })
+            .await?;
         let mut holders = Vec::with_capacity(flat.len() / 2);
         for pair in flat.chunks_exact(2) {
             let held: u32 = pair[1].parse().map_err(|_| {

@@ -30,6 +30,7 @@
 mod backend;
 mod errors;
 pub mod keys;
+mod link;
 mod pubsub;
 
 pub use backend::{

@@ -2,22 +2,22 @@
 -- After an acquire of unknown outcome: lower the owner's hold count to at most `keep`.
 -- Idempotent, unlike retrying the acquire.
 -- KEYS[1] lock hash; ARGV[1] owner field, ARGV[2] holds to keep,
--- ARGV[3] release channel, ARGV[4] release message
--- Returns 1 when something changed, 0 otherwise.
+-- ARGV[3] release channel, ARGV[4] release message, ARGV[5] request id
+-- Returns {request id, 1} when something changed, {request id, 0} otherwise.
 local held = redis.call('hget', KEYS[1], ARGV[1])
 if not held then
-    return 0
+    return {ARGV[5], 0}
 end
 local keep = tonumber(ARGV[2])
 if tonumber(held) <= keep then
-    return 0
+    return {ARGV[5], 0}
 end
 if keep > 0 then
     redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
-    return 1
+    return {ARGV[5], 1}
 end
 redis.call('hdel', KEYS[1], ARGV[1])
 if redis.call('exists', KEYS[1]) == 0 then
     redis.call('publish', ARGV[3], ARGV[4])
 end
-return 1
+return {ARGV[5], 1}

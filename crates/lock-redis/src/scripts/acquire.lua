@@ -4,8 +4,10 @@
 -- so an acquire never half-writes under OOM.
 -- KEYS[1] lock hash, KEYS[2] fencing counter
 -- ARGV[1] lease in ms (set on a first hold; on a re-entry only if longer than what is left),
--- ARGV[2] owner field, ARGV[3] '1' to hand out a fencing token
--- Returns {1, hold count, token or 0} when granted, {0, pttl} when held by someone else.
+-- ARGV[2] owner field, ARGV[3] '1' to hand out a fencing token, ARGV[4] request id
+-- Returns {request id, 1, hold count, token or 0} when granted, {request id, 0, pttl} when held
+-- by someone else. (Every script echoes the request id first, so the client can tell its reply
+-- from another request's.)
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     -- The token first: if its key is unusable (WRONGTYPE), the script fails before writing.
     local token = 0
@@ -28,6 +30,6 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
-    return {1, count, token}
+    return {ARGV[4], 1, count, token}
 end
-return {0, redis.call('pttl', KEYS[1])}
+return {ARGV[4], 0, redis.call('pttl', KEYS[1])}

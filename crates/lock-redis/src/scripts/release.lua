@@ -2,11 +2,11 @@
 -- Give back one hold. Allowed under OOM: releasing frees memory.
 -- KEYS[1] lock hash
 -- ARGV[1] lease in ms (extends, never shortens, the remaining holds' lease), ARGV[2] owner field,
--- ARGV[3] release channel, ARGV[4] release message
--- Returns -1 when the owner holds nothing (nothing changed), 0 when the lock was freed
--- (and the release published), or the remaining hold count.
+-- ARGV[3] release channel, ARGV[4] release message, ARGV[5] request id
+-- Returns {request id, result}: result -1 when the owner holds nothing (nothing changed), 0 when
+-- the lock was freed (and the release published), or the remaining hold count.
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-    return -1
+    return {ARGV[5], -1}
 end
 local count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
 if count > 0 then
@@ -14,8 +14,8 @@ if count > 0 then
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
-    return count
+    return {ARGV[5], count}
 end
 redis.call('del', KEYS[1])
 redis.call('publish', ARGV[3], ARGV[4])
-return 0
+return {ARGV[5], 0}

@@ -1,17 +1,18 @@
 #!lua flags=allow-oom
 -- Renew many leases at once. Allowed under OOM: PEXPIRE allocates nothing.
--- KEYS[i] lock hash i; ARGV[2i-1] owner field i, ARGV[2i] lease i in ms
--- Returns one 1 (renewed) or 0 (not ours any more) per key.
-local renewed = {}
+-- KEYS[i] lock hash i; ARGV[2i-1] owner field i, ARGV[2i] lease i in ms; the last ARGV the
+-- request id
+-- Returns {request id, then one 1 (renewed) or 0 (not ours any more) per key}.
+local renewed = {ARGV[2 * #KEYS + 1]}
 for i = 1, #KEYS do
     if redis.call('hexists', KEYS[i], ARGV[2 * i - 1]) == 1 then
         -- Only lengthen: another hold of the same owner may have asked for a longer lease.
         if redis.call('pttl', KEYS[i]) < tonumber(ARGV[2 * i]) then
             redis.call('pexpire', KEYS[i], ARGV[2 * i])
         end
-        renewed[i] = 1
+        renewed[i + 1] = 1
     else
-        renewed[i] = 0
+        renewed[i + 1] = 0
     end
 end
 return renewed

@@ -1,0 +1,467 @@
+//! The command connection, and how it is replaced when it can no longer be trusted.
+//!
+//! Every lock call goes out on one multiplexed connection, whose replies are matched to requests
+//! by order. Two things can break that connection in ways redis-rs cannot see:
+//!
+//! - **A reply that never arrives** while the connection stays up (a middlebox or proxy eating
+//!   bytes). From then on every reply is handed to the request *before* its own, so a caller
+//!   could read another request's answer. The lock scripts echo a per-call id (a nonce) to
+//!   catch this, and an error reply (which cannot carry the id) is only trusted after a `PING`
+//!   with a fresh id comes back in step. Once out of step, the connection is useless.
+//! - **A timeout.** The server may be stalled, or the reply lost as above; the client cannot
+//!   tell. The connection is replaced too, since a connection that is out of step times out
+//!   every call when traffic is sequential.
+//!
+//! Replacing the connection has its own hazard: requests still queued on the old connection
+//! (say, the cleanup of a timed-out acquire) could run on the server *after* newer requests on
+//! the new one and undo them. So the replacement first **fences** the old connection: it asks
+//! the server to kill the old client (`CLIENT KILL ID … ADDR …`, matched on both, so a restarted
+//! server that reuses the id never loses an unrelated client), and publishes the new connection
+//! only when that command has run. Whatever the old client had not run by then never runs. A
+//! user without the right to `CLIENT INFO` / `CLIENT KILL` gets the replacement without the
+//! fence (logged once per replacement); see `docs/design.md`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use lock_core::{Error, Result};
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Client, Cmd, Value};
+use tokio::sync::{Notify, watch};
+
+use crate::errors::map_error;
+
+/// How the server knows one of our connections: enough to kill exactly that client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ServerClient {
+    id: u64,
+    addr: String,
+}
+
+/// One established command connection.
+pub(crate) struct Link {
+    connection: MultiplexedConnection,
+    /// `None` when the server would not say (no `CLIENT INFO` right, or a server before 6.2).
+    identity: Option<ServerClient>,
+    generation: u64,
+}
+
+impl Link {
+    /// A handle to send requests on (cheap: the connection is shared).
+    pub(crate) fn connection(&self) -> MultiplexedConnection {
+        self.connection.clone()
+    }
+}
+
+/// What the current slot holds.
+struct Current {
+    /// `None` while a replacement is being made.
+    link: Option<Arc<Link>>,
+    generation: u64,
+    /// Cleanups that failed while there was no link: replayed on the new link, in order, right
+    /// after the fence and before anything else can use it.
+    deferred: Vec<Cleanup>,
+}
+
+/// A cleanup (lower `owner`'s hold count on `name` to at most `keep`) that could not be sent.
+///
+/// After a timeout the connection is replaced, and the cleanup of the timed-out call can find
+/// no connection to go out on. It is kept here and runs as the first request on the new
+/// connection, once the fence has stopped the old one: nothing of this backend can run on the
+/// server between the fence and the cleanup, so the count it sets is still the right one, and
+/// the hold it undoes is gone at once instead of when its lease ends.
+#[derive(Clone, Debug)]
+pub(crate) struct Cleanup {
+    pub(crate) name: String,
+    pub(crate) owner: String,
+    pub(crate) keep: u32,
+}
+
+/// At most this many cleanups wait for a new connection; beyond it the oldest are dropped
+/// (their holds then end with their leases).
+const MAX_DEFERRED: usize = 10_000;
+
+struct Shared {
+    client: Client,
+    config: AsyncConnectionConfig,
+    /// The limit for one replacement attempt.
+    attempt_timeout: Duration,
+    current: Mutex<Current>,
+    /// Bumped each time a new link is published, so callers waiting for one wake up.
+    published: watch::Sender<u64>,
+    /// A caller is waiting for a link: start the next attempt now rather than after the
+    /// attempt interval (callers arrive at the application's pace, so this cannot spin).
+    wanted: Notify,
+    /// Ids for requests, echoed by the scripts. Starts at a random point, so two backends (or a
+    /// restarted process) do not produce the same sequence.
+    nonce: AtomicU64,
+}
+
+/// The command connection of one backend, replaced (with a fence) on demand.
+pub(crate) struct Links {
+    shared: Arc<Shared>,
+}
+
+impl Links {
+    /// Makes the first connection (no fence needed: nothing was sent before it).
+    ///
+    /// # Errors
+    ///
+    /// As for connecting: a connection error, a timeout, or refused credentials.
+    /// `command_timeout` bounds each attempt to replace the connection later (twice that, at
+    /// most `connect_timeout`): an attempt is a handful of round trips.
+    pub(crate) async fn connect(
+        client: Client,
+        connect_timeout: Duration,
+        command_timeout: Duration,
+    ) -> Result<Links> {
+        // No response timeout in redis-rs: every call has its own, and a timed-out call
+        // replaces the connection here.
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(connect_timeout))
+            .set_response_timeout(None);
+        let link = tokio::time::timeout(connect_timeout, establish(&client, &config, 1))
+            .await
+            .map_err(|_| Error::Timeout {
+                after: connect_timeout,
+            })??;
+        let (published, _) = watch::channel(1);
+        Ok(Links {
+            shared: Arc::new(Shared {
+                client,
+                config,
+                attempt_timeout: (command_timeout * 2).min(connect_timeout),
+                current: Mutex::new(Current {
+                    link: Some(Arc::new(link)),
+                    generation: 1,
+                    deferred: Vec::new(),
+                }),
+                published,
+                wanted: Notify::new(),
+                nonce: AtomicU64::new(rand_start()),
+            }),
+        })
+    }
+
+    /// A fresh request id.
+    pub(crate) fn next_nonce(&self) -> u64 {
+        self.shared.nonce.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The current link, waiting for a replacement to be published when one is being made.
+    /// Never fails; callers bound it with their own timeout.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the replacement runs in its own task.
+    pub(crate) async fn current(&self) -> Arc<Link> {
+        let mut published = self.shared.published.subscribe();
+        loop {
+            if let Some(link) = self.ready() {
+                return link;
+            }
+            self.shared.wanted.notify_one();
+            // The sender lives in `shared`, which we hold: `changed` cannot fail.
+            let _ = published.changed().await;
+        }
+    }
+
+    /// Keeps `cleanup` for the next connection when there is none right now (the call failed
+    /// because its connection is being replaced). Returns whether it was kept; when a link is
+    /// up, the caller's own retry (the locker's debt) handles it, in order with its next calls.
+    pub(crate) fn defer(&self, cleanup: Cleanup) -> bool {
+        let mut current = lock(&self.shared.current);
+        if current.link.is_some() {
+            return false;
+        }
+        if current.deferred.len() >= MAX_DEFERRED {
+            tracing::warn!(
+                name = %current.deferred[0].name,
+                "too many cleanups wait for a connection; dropping the oldest (its lease ends it)"
+            );
+            current.deferred.remove(0);
+        }
+        current.deferred.push(cleanup);
+        true
+    }
+
+    /// The current link without waiting, if there is one.
+    pub(crate) fn ready(&self) -> Option<Arc<Link>> {
+        lock(&self.shared.current).link.clone()
+    }
+
+    /// Reports that `link` cannot be trusted any more (out of step, timed out or dropped). The
+    /// first report for a link starts its fenced replacement; later ones are ignored.
+    pub(crate) fn discard(&self, link: &Arc<Link>, why: &str) {
+        {
+            let mut current = lock(&self.shared.current);
+            if current.generation != link.generation || current.link.is_none() {
+                return;
+            }
+            current.link = None;
+            current.generation += 1;
+        }
+        tracing::debug!(
+            why,
+            generation = link.generation,
+            "replacing the command connection"
+        );
+        let shared = Arc::downgrade(&self.shared);
+        let old = link.identity.clone();
+        let generation = link.generation + 1;
+        tokio::spawn(replace(shared, old, generation));
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Nothing panics while holding these locks; recover the data if something ever did.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn rand_start() -> u64 {
+    // The id only has to differ from the ids of requests still in flight on the same
+    // connection; a clock-based start keeps sequences of different backends apart as well.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos());
+    #[allow(clippy::cast_possible_truncation)] // only the low bits matter
+    let start = nanos as u64;
+    start & ((1 << 62) - 1)
+}
+
+/// At most this many connection attempts are in flight at once during a replacement (attempts
+/// stuck on a fault stay in flight until their own timeout).
+const MAX_ATTEMPTS: usize = 16;
+/// The longest pause between the starts of two replacement attempts.
+const MAX_ATTEMPT_INTERVAL: Duration = Duration::from_millis(200);
+/// The shortest pause between the starts of two attempts, even when callers are waiting.
+const MIN_ATTEMPT_INTERVAL: Duration = Duration::from_millis(5);
+
+/// Keeps trying to make the replacement link until it is published or the backend is dropped.
+///
+/// Attempts overlap: a new one starts every interval (5 ms, doubling up to 200 ms) even while
+/// earlier ones hang, so an attempt stuck on a fault that has since cleared (a dropped reply, a
+/// server that was paused) does not hold up recovery for a whole connect timeout.
+async fn replace(shared: Weak<Shared>, old: Option<ServerClient>, generation: u64) {
+    let mut attempts = FuturesUnordered::new();
+    let mut interval = MIN_ATTEMPT_INTERVAL;
+    let mut next_start = tokio::time::Instant::now();
+    let mut last_start = next_start;
+    loop {
+        let Some(strong) = shared.upgrade() else {
+            return;
+        };
+        if attempts.len() < MAX_ATTEMPTS && tokio::time::Instant::now() >= next_start {
+            let (client, config, old) = (strong.client.clone(), strong.config.clone(), old.clone());
+            let attempt_timeout = strong.attempt_timeout;
+            attempts.push(async move {
+                let attempt = async {
+                    let link = establish(&client, &config, generation).await?;
+                    fence(&link, old.as_ref()).await?;
+                    Ok::<Link, Error>(link)
+                };
+                tokio::time::timeout(attempt_timeout, attempt)
+                    .await
+                    .unwrap_or(Err(Error::Timeout {
+                        after: attempt_timeout,
+                    }))
+            });
+            last_start = tokio::time::Instant::now();
+            next_start = last_start + interval;
+            interval = (interval * 2).min(MAX_ATTEMPT_INTERVAL);
+        }
+        let wanted = async {
+            strong.wanted.notified().await;
+        };
+        tokio::select! {
+            Some(result) = attempts.next(), if !attempts.is_empty() => match result {
+                Ok(link) => {
+                    let Some(strong) = shared.upgrade() else {
+                        return;
+                    };
+                    let link = Arc::new(link);
+                    match tokio::time::timeout(strong.attempt_timeout, publish(&strong, &link)).await {
+                        Ok(Ok(())) => return,
+                        Ok(Err(error)) => tracing::debug!(%error, "could not replay cleanups; retrying"),
+                        Err(_) => tracing::debug!("replaying cleanups timed out; retrying"),
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "could not replace the command connection; retrying");
+                }
+            },
+            () = tokio::time::sleep_until(next_start) => {}
+            () = wanted => next_start = next_start.min(last_start + MIN_ATTEMPT_INTERVAL),
+        }
+    }
+}
+
+/// Replays the deferred cleanups on the new (fenced) `link`, then publishes it. Cleanups
+/// deferred while replaying are replayed too: the link goes public only once none is left, so
+/// every deferred cleanup runs before any new request.
+///
+/// # Errors
+///
+/// A cleanup that failed; it is put back, in order, for the next attempt.
+async fn publish(shared: &Shared, link: &Arc<Link>) -> Result<()> {
+    loop {
+        let batch = {
+            let mut current = lock(&shared.current);
+            if current.deferred.is_empty() {
+                current.link = Some(link.clone());
+                let generation = link.generation;
+                drop(current);
+                shared
+                    .published
+                    .send_modify(|published| *published = generation);
+                return Ok(());
+            }
+            std::mem::take(&mut current.deferred)
+        };
+        for (done, cleanup) in batch.iter().enumerate() {
+            let nonce = shared.nonce.fetch_add(1, Ordering::Relaxed);
+            let command = crate::backend::abandon_command(cleanup, nonce);
+            let mut connection = link.connection();
+            let replayed = match connection.send_packed_command(&command).await {
+                Ok(Value::Array(items)) if crate::backend::echoes(items.first(), nonce) => Ok(()),
+                Ok(other) => Err(Error::Protocol(format!("cleanup answered {other:?}"))),
+                Err(error) => Err(map_error(&error, Duration::ZERO)),
+            };
+            if let Err(error) = replayed {
+                let mut current = lock(&shared.current);
+                let rest = batch[done..].iter().cloned();
+                current.deferred.splice(0..0, rest);
+                return Err(error);
+            }
+        }
+    }
+}
+
+/// Connects, learns how the server names this client, and loads the scripts.
+async fn establish(
+    client: &Client,
+    config: &AsyncConnectionConfig,
+    generation: u64,
+) -> Result<Link> {
+    let mut connection = client
+        .get_multiplexed_async_connection_with_config(config)
+        .await
+        .map_err(|error| map_error(&error, Duration::ZERO))?;
+    let identity = match redis::cmd("CLIENT")
+        .arg("INFO")
+        .query_async::<String>(&mut connection)
+        .await
+    {
+        Ok(info) => parse_client_info(&info),
+        Err(error) => {
+            tracing::debug!(%error, "CLIENT INFO refused; connection replacements will not be fenced");
+            None
+        }
+    };
+    crate::backend::preload_scripts(&connection).await;
+    Ok(Link {
+        connection,
+        identity,
+        generation,
+    })
+}
+
+/// Kills the old client on the server, so nothing it still has queued can run after requests
+/// on the new link. Returns once the server has run the kill (or it could not be sent for a
+/// reason that will not change, such as a missing right).
+async fn fence(link: &Link, old: Option<&ServerClient>) -> Result<()> {
+    let Some(old) = old else {
+        return Ok(());
+    };
+    let mut kill = redis::cmd("CLIENT");
+    kill.arg("KILL")
+        .arg("ID")
+        .arg(old.id)
+        .arg("ADDR")
+        .arg(&old.addr);
+    let mut connection = link.connection();
+    match connection.send_packed_command(&kill).await {
+        // 0 or 1 killed: either way the old client runs nothing more.
+        Ok(Value::Int(_)) => Ok(()),
+        Ok(Value::ServerError(error)) => {
+            tracing::warn!(
+                error = ?error,
+                "could not fence the old command connection (CLIENT KILL refused); its queued \
+                 requests may still run"
+            );
+            Ok(())
+        }
+        Ok(other) => Err(Error::Protocol(format!("CLIENT KILL answered {other:?}"))),
+        Err(error) => Err(map_error(&error, Duration::ZERO)),
+    }
+}
+
+/// Reads `id` and `addr` out of a `CLIENT INFO` line.
+fn parse_client_info(info: &str) -> Option<ServerClient> {
+    let mut id = None;
+    let mut addr = None;
+    for field in info.split_ascii_whitespace() {
+        if let Some(value) = field.strip_prefix("id=") {
+            id = value.parse().ok();
+        } else if let Some(value) = field.strip_prefix("addr=") {
+            addr = Some(value.to_owned());
+        }
+    }
+    Some(ServerClient {
+        id: id?,
+        addr: addr?,
+    })
+}
+
+/// Sends `command` on `link` and returns the raw reply; a transport error discards the link.
+pub(crate) async fn send(links: &Links, link: &Arc<Link>, command: &Cmd) -> Result<Value> {
+    let mut connection = link.connection();
+    match connection.send_packed_command(command).await {
+        Ok(value) => Ok(value),
+        Err(error) => {
+            links.discard(link, "connection error");
+            Err(map_error(&error, Duration::ZERO))
+        }
+    }
+}
+
+/// Whether `link` is still in step: a `PING` with a fresh id must come back with that id.
+/// Used before trusting a reply that carries no id (an error reply). A link found out of step
+/// (or silent) is discarded.
+pub(crate) async fn in_step(links: &Links, link: &Arc<Link>) -> bool {
+    let nonce = links.next_nonce();
+    let mut ping = redis::cmd("PING");
+    ping.arg(nonce);
+    let echoed = match send(links, link, &ping).await {
+        Ok(Value::BulkString(bytes)) => bytes == nonce.to_string().as_bytes(),
+        Ok(Value::SimpleString(text)) => text == nonce.to_string(),
+        _ => false,
+    };
+    if !echoed {
+        links.discard(link, "out of step");
+    }
+    echoed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_info_gives_id_and_address() {
+        let line = "id=7 addr=127.0.0.1:52618 laddr=127.0.0.1:6379 fd=8 name= age=0 idle=0";
+        assert_eq!(
+            parse_client_info(line),
+            Some(ServerClient {
+                id: 7,
+                addr: "127.0.0.1:52618".into()
+            })
+        );
+        assert_eq!(parse_client_info("name=x"), None);
+    }
+}
