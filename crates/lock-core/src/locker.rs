@@ -33,7 +33,10 @@ pub(crate) struct LockerInner<B: LockBackend> {
     /// (name, owner field) pairs whose count on the store may be higher than the holds above:
     /// an acquire of unknown outcome could not be undone (the cleanup failed too). The next
     /// attempt or release of that pair first sets the count right with `abandon`.
-    debts: Mutex<HashMap<String, std::collections::HashSet<String>>>,
+    /// Each debt carries the end of the lease its unseen grant could have set: past it, with no
+    /// hold of that owner left here, the store has expired the grant by itself and the debt is
+    /// dropped (so a debt that nobody settles does not keep the hot path on the slow branch).
+    debts: Mutex<HashMap<String, HashMap<String, Instant>>>,
     /// Whether `debts` may be non-empty, so the hot path skips its lock.
     any_debt: std::sync::atomic::AtomicBool,
 }
@@ -69,12 +72,15 @@ impl<B: LockBackend> LockerInner<B> {
         }
     }
 
-    fn note_debt(&self, name: &str, field: &str) {
+    fn note_debt(&self, name: &str, field: &str, lease: Duration) {
         let mut debts = self.debts.lock().unwrap_or_else(|e| e.into_inner());
-        debts
+        let lapses = Instant::now() + lease;
+        let entry = debts
             .entry(name.to_owned())
             .or_default()
-            .insert(field.to_owned());
+            .entry(field.to_owned())
+            .or_insert(lapses);
+        *entry = (*entry).max(lapses);
         self.any_debt
             .store(true, std::sync::atomic::Ordering::Release);
     }
@@ -83,8 +89,26 @@ impl<B: LockBackend> LockerInner<B> {
         if !self.any_debt.load(std::sync::atomic::Ordering::Acquire) {
             return false;
         }
-        let debts = self.debts.lock().unwrap_or_else(|e| e.into_inner());
-        debts.get(name).is_some_and(|owners| owners.contains(field))
+        let mut debts = self.debts.lock().unwrap_or_else(|e| e.into_inner());
+        self.prune_lapsed_debts(&mut debts);
+        debts
+            .get(name)
+            .is_some_and(|owners| owners.contains_key(field))
+    }
+
+    /// Drops the debts whose grant has expired on the store by now: past the lease, and no hold
+    /// of that owner on that name left in this process (a live hold is renewed by the watchdog,
+    /// which keeps an extra count alive with it).
+    fn prune_lapsed_debts(&self, debts: &mut HashMap<String, HashMap<String, Instant>>) {
+        let now = Instant::now();
+        debts.retain(|name, owners| {
+            owners.retain(|field, lapses| *lapses > now || self.known_holds(name, field) > 0);
+            !owners.is_empty()
+        });
+        if debts.is_empty() {
+            self.any_debt
+                .store(false, std::sync::atomic::Ordering::Release);
+        }
     }
 
     fn clear_debt(&self, name: &str, field: &str) {
@@ -144,7 +168,7 @@ impl<B: LockBackend> LockerInner<B> {
             && let Err(cleanup) = self.backend.abandon(name, field, keep).await
         {
             tracing::warn!(%cleanup, name, "could not settle a release of unknown outcome; retried before the next attempt or release");
-            self.note_debt(name, field);
+            self.note_debt(name, field, lease);
         }
         released
     }
@@ -426,7 +450,7 @@ impl<B: LockBackend> Locker<B> {
                     .await
                 {
                     tracing::warn!(%cleanup, name = request.name, "could not undo an acquire of unknown outcome; retried before the next attempt or release");
-                    inner.note_debt(request.name, request.owner);
+                    inner.note_debt(request.name, request.owner, request.lease);
                 }
                 Err(error)
             }
@@ -591,6 +615,7 @@ fn jittered(every: Duration) -> Duration {
 mod tests {
     use super::*;
     use crate::{LeaseLoss, MemoryBackend};
+    use std::sync::atomic::Ordering;
 
     #[tokio::test(start_paused = true)]
     async fn the_watchdog_forgets_released_and_dropped_guards() {
@@ -671,6 +696,10 @@ mod tests {
         inner: MemoryBackend,
         script: Mutex<std::collections::VecDeque<Result<AcquireOutcome>>>,
         drift: Duration,
+        /// The next acquire is applied, then reported as a lost connection.
+        apply_then_lose: std::sync::atomic::AtomicBool,
+        /// This many cleanups fail (as timeouts) before they work again.
+        failing_abandons: std::sync::atomic::AtomicUsize,
     }
 
     impl Scripted {
@@ -679,6 +708,8 @@ mod tests {
                 inner: MemoryBackend::new(),
                 script: Mutex::new(script.into()),
                 drift: Duration::ZERO,
+                apply_then_lose: std::sync::atomic::AtomicBool::new(false),
+                failing_abandons: std::sync::atomic::AtomicUsize::new(0),
             }
         }
 
@@ -695,6 +726,10 @@ mod tests {
             self.drift
         }
         async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+            if self.apply_then_lose.swap(false, Ordering::SeqCst) {
+                self.inner.try_acquire(request).await?;
+                return lost_connection();
+            }
             let scripted = self.script.lock().unwrap().pop_front();
             match scripted {
                 Some(outcome) => outcome,
@@ -713,6 +748,17 @@ mod tests {
             self.inner.renew(renewals).await
         }
         async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
+            let fail = self
+                .failing_abandons
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                    left.checked_sub(1)
+                })
+                .is_ok();
+            if fail {
+                return Err(crate::Error::Timeout {
+                    after: Duration::from_millis(1),
+                });
+            }
             self.inner.abandon(name, owner, keep).await
         }
         async fn force_release(&self, name: &str) -> Result<bool> {
@@ -728,6 +774,61 @@ mod tests {
 
     fn lost_connection() -> Result<AcquireOutcome> {
         Err(crate::Error::ConnectionLost("reset".into()))
+    }
+
+    async fn holders(locker: &Locker<Scripted>, name: &str) -> Vec<(String, u32)> {
+        locker.state(name).await.unwrap().holders
+    }
+
+    #[tokio::test]
+    async fn an_unsettled_debt_stops_the_next_attempt_instead_of_stacking_a_hold() {
+        let locker = Locker::new(Scripted::new(vec![]));
+        let backend = locker.backend();
+        backend.apply_then_lose.store(true, Ordering::SeqCst);
+        backend.failing_abandons.store(2, Ordering::SeqCst);
+        assert!(
+            locker.try_lock("d").await.is_err(),
+            "acquire of unknown outcome"
+        );
+        assert_eq!(
+            holders(&locker, "d").await.len(),
+            1,
+            "the unseen grant is there"
+        );
+        // The cleanup fails again: the attempt must not add a hold on top of the unseen one.
+        let error = locker.try_lock("d").await.unwrap_err();
+        assert!(matches!(error, crate::Error::Timeout { .. }), "{error:?}");
+        assert_eq!(holders(&locker, "d").await[0].1, 1);
+        // Now the cleanup works: the attempt settles the debt first, then takes a fresh hold.
+        let guard = locker
+            .try_lock("d")
+            .await
+            .unwrap()
+            .expect("free after the cleanup");
+        assert_eq!(guard.hold_count(), 1);
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+        assert!(holders(&locker, "d").await.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_debt_lapses_with_the_lease_of_its_unseen_grant() {
+        let locker = Locker::new(Scripted::new(vec![]));
+        let backend = locker.backend();
+        backend.apply_then_lose.store(true, Ordering::SeqCst);
+        backend.failing_abandons.store(1, Ordering::SeqCst);
+        let options = LockOptions::new()
+            .no_wait()
+            .lease(Duration::from_millis(100));
+        assert!(locker.lock_with("lapse", &options).await.is_err());
+        assert!(locker.inner.any_debt.load(Ordering::SeqCst));
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        // Any later call looks at the debts and drops the lapsed one.
+        let other = locker.try_lock("other").await.unwrap().unwrap();
+        assert!(
+            !locker.inner.any_debt.load(Ordering::SeqCst),
+            "the grant has expired on the store: nothing left to settle"
+        );
+        other.release().await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]
