@@ -828,7 +828,7 @@ mod tests {
             !locker.inner.any_debt.load(Ordering::SeqCst),
             "the grant has expired on the store: nothing left to settle"
         );
-        other.release().await.unwrap();
+        assert_eq!(other.release().await.unwrap(), ReleaseOutcome::Released);
     }
 
     #[tokio::test(start_paused = true)]
