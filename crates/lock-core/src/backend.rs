@@ -215,6 +215,14 @@ pub trait LockBackend: Send + Sync + 'static {
         Duration::ZERO
     }
 
+    /// Whether an owner may take a lock it already holds (a re-entry, counted). `true` by
+    /// default. A backend that answers `false` never sees a re-entry: the [`crate::Locker`]
+    /// refuses it with [`crate::Error::NotReentrant`] before any I/O, since the store would
+    /// otherwise make the owner wait for itself.
+    fn reentrant(&self) -> bool {
+        true
+    }
+
     /// One attempt to take the lock: take it if free or already ours (re-entry), set the lease;
     /// otherwise report who-knows-how-long it stays held.
     fn try_acquire(
@@ -282,6 +290,7 @@ pub trait DynLockBackend: Send + Sync + 'static {
     fn client_id(&self) -> &str;
     fn check_name(&self, name: &str) -> Result<()>;
     fn clock_drift(&self, lease: Duration) -> Duration;
+    fn reentrant(&self) -> bool;
     fn try_acquire<'a>(
         &'a self,
         request: AcquireRequest<'a>,
@@ -310,6 +319,9 @@ impl<T: LockBackend> DynLockBackend for T {
     }
     fn clock_drift(&self, lease: Duration) -> Duration {
         LockBackend::clock_drift(self, lease)
+    }
+    fn reentrant(&self) -> bool {
+        LockBackend::reentrant(self)
     }
     fn try_acquire<'a>(
         &'a self,
@@ -359,6 +371,9 @@ impl LockBackend for Arc<dyn DynLockBackend> {
     }
     fn clock_drift(&self, lease: Duration) -> Duration {
         (**self).clock_drift(lease)
+    }
+    fn reentrant(&self) -> bool {
+        (**self).reentrant()
     }
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
         (**self).try_acquire(request).await

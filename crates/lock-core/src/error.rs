@@ -45,6 +45,14 @@ pub enum Error {
         /// Why the configuration was rejected.
         reason: String,
     },
+    /// The owner already holds this lock and the backend's locks are not reentrant
+    /// ([`crate::LockBackend::reentrant`]); raised before anything was sent, instead of waiting
+    /// for its own release.
+    #[error("the lock {name:?} is not reentrant and this owner already holds it")]
+    NotReentrant {
+        /// The lock name.
+        name: String,
+    },
     /// The lease is no longer ours: it expired or the key was removed behind our back.
     #[error("the lease on the lock is lost")]
     LeaseLost,
@@ -196,7 +204,10 @@ impl Error {
     pub fn is_input_error(&self) -> bool {
         matches!(
             self,
-            Error::InvalidName { .. } | Error::InvalidOptions { .. } | Error::InvalidConfig { .. }
+            Error::InvalidName { .. }
+                | Error::InvalidOptions { .. }
+                | Error::InvalidConfig { .. }
+                | Error::NotReentrant { .. }
         )
     }
 

@@ -318,8 +318,9 @@ impl<B: LockBackend> Locker<B> {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidName`] and [`crate::Error::InvalidOptions`] before any I/O; backend
-    /// errors. With a wait deadline, a retryable error ([`crate::Error::is_retryable`]) is
+    /// [`crate::Error::InvalidName`] and [`crate::Error::InvalidOptions`] before any I/O, and
+    /// [`crate::Error::NotReentrant`] when the backend is not reentrant and this owner already
+    /// holds the lock; backend errors. With a wait deadline, a retryable error ([`crate::Error::is_retryable`]) is
     /// retried after about 50 ms until the deadline, and the last one is returned when it passes;
     /// without one (`no_wait`, `wait_forever`), errors are returned at once.
     ///
@@ -338,6 +339,11 @@ impl<B: LockBackend> Locker<B> {
             .copied()
             .unwrap_or_else(Owner::current);
         let field = owner.field(self.inner.backend.client_id());
+        if !self.inner.backend.reentrant() && self.inner.known_holds(name, &field) > 0 {
+            return Err(crate::Error::NotReentrant {
+                name: name.to_owned(),
+            });
+        }
         let deadline = match options.wait_policy() {
             Wait::Upto(wait) => Some(Instant::now() + wait),
             Wait::No | Wait::Forever => None,

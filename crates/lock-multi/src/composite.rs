@@ -326,6 +326,12 @@ impl<P: Quorum> LockBackend for Composite<P> {
         self.policy.clock_drift(lease)
     }
 
+    /// Reentrant only when every node is: a node that is not would make a re-entry wait for
+    /// its own hold there.
+    fn reentrant(&self) -> bool {
+        self.nodes.iter().all(LockBackend::reentrant)
+    }
+
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
         let started = Instant::now();
         let timeout = self.node_timeout(request.lease);

@@ -8,23 +8,28 @@ use lock_core::{
     ReleaseWatch, RenewOutcome, Renewal, Result,
 };
 use redis::aio::MultiplexedConnection;
-use redis::{Cmd, FromRedisValue, Script, ServerErrorKind, Value};
+use redis::{Cmd, FromRedisValue, Pipeline, Script, ServerErrorKind, Value};
 
 use crate::errors::map_error;
+use crate::fast;
 use crate::keys;
 use crate::link::{self, Cleanup, Link, Links};
 use crate::pubsub::Notifications;
 
 /// One lock script: sent by hash (`EVALSHA`), or whole (`EVAL`) when the server does not have
 /// it cached, or always whole for the cleanup script (see [`ABANDON`]).
-struct LockScript {
+pub(crate) struct LockScript {
     script: Script,
     source: &'static str,
     always_whole: bool,
 }
 
 impl LockScript {
-    fn new(source: &'static str) -> Self {
+    pub(crate) fn source(&self) -> &'static str {
+        self.source
+    }
+
+    pub(crate) fn new(source: &'static str) -> Self {
         LockScript {
             script: Script::new(source),
             source,
@@ -49,6 +54,22 @@ static FORCE_RELEASE: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("scripts/force_release.lua")));
 static INSPECT: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("scripts/inspect.lua")));
+
+/// Every script sent by hash, loaded on each new connection.
+fn preloaded() -> [&'static LockScript; 10] {
+    [
+        &ACQUIRE,
+        &RELEASE,
+        &RENEW,
+        &FORCE_RELEASE,
+        &INSPECT,
+        &fast::ACQUIRE_FENCED,
+        &fast::RELEASE,
+        &fast::RENEW,
+        &fast::FORCE_RELEASE,
+        &fast::INSPECT,
+    ]
+}
 
 /// Renewals are sent in scripts of at most this many keys, so one huge batch never blocks the
 /// server for long; the chunks go out concurrently on the multiplexed connection.
@@ -93,9 +114,48 @@ pub struct RedisBackendBuilder {
     command_timeout: Duration,
     connect_timeout: Duration,
     notifications: NotificationMode,
+    kind: LockKind,
+}
+
+/// Which lock the backend keeps on the server.
+///
+/// # Example
+///
+/// ```no_run
+/// use lock_redis::{LockKind, RedisBackend};
+///
+/// # async fn demo() -> Result<(), lock_core::Error> {
+/// let fast = RedisBackend::builder("redis://127.0.0.1:6379/")
+///     .lock_kind(LockKind::Fast)
+///     .connect()
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// Redisson's `RLock`: a hash `{owner → hold count}`, reentrant, shared with Java services
+    /// that use Redisson on the same names. Every call is one Lua script.
+    #[default]
+    Reentrant,
+    /// A plain string key holding the owner, taken with `SET NX PX` and given back by
+    /// compare-and-delete (`DELIFEQ` on Valkey 9, `DELEX … IFEQ` on Redis 8.4, a Lua script on
+    /// older servers). Not reentrant: a second `lock` by the same owner is refused with
+    /// [`Error::NotReentrant`] before any I/O. Same guard, watchdog, waiter, release channel
+    /// and fencing tokens (asking for a token makes the acquire a script). Cheaper for the
+    /// server than a hash script; not understood by Redisson's `RLock`.
+    Fast,
 }
 
 impl RedisBackendBuilder {
+    /// Which lock to keep: [`LockKind::Reentrant`] (the default) or [`LockKind::Fast`].
+    #[must_use]
+    pub fn lock_kind(mut self, kind: LockKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
     /// The timeout of each call to the server (capped at half the lease for calls that set one).
     #[must_use]
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
@@ -148,6 +208,10 @@ impl RedisBackendBuilder {
             })?;
         let links =
             Links::connect(client.clone(), self.connect_timeout, self.command_timeout).await?;
+        let native_delete = match self.kind {
+            LockKind::Fast => fast::NativeDelete::detect(&links, self.connect_timeout).await,
+            LockKind::Reentrant => fast::NativeDelete::None,
+        };
         let notifications = match self.notifications {
             NotificationMode::Polling(every) => Notifications::polling(every),
             NotificationMode::PubSub => {
@@ -160,6 +224,8 @@ impl RedisBackendBuilder {
                 links,
                 command_timeout: self.command_timeout,
                 notifications,
+                kind: self.kind,
+                native_delete,
             }),
         })
     }
@@ -170,6 +236,9 @@ struct Inner {
     links: Links,
     command_timeout: Duration,
     notifications: Notifications,
+    kind: LockKind,
+    /// How the fast lock is given back on this server.
+    native_delete: fast::NativeDelete,
 }
 
 /// A lock store on one Redis or Valkey node, with Redisson's `RLock` layout.
@@ -201,6 +270,7 @@ impl std::fmt::Debug for RedisBackend {
         f.debug_struct("RedisBackend")
             .field("client_id", &self.inner.client_id)
             .field("command_timeout", &self.inner.command_timeout)
+            .field("kind", &self.inner.kind)
             .finish_non_exhaustive()
     }
 }
@@ -215,6 +285,7 @@ impl RedisBackend {
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             notifications: NotificationMode::PubSub,
+            kind: LockKind::Reentrant,
         }
     }
 
@@ -233,9 +304,23 @@ impl RedisBackend {
         self.inner.notifications.watched_channels()
     }
 
+    /// Which lock this backend keeps.
+    #[must_use]
+    pub fn lock_kind(&self) -> LockKind {
+        self.inner.kind
+    }
+
+    pub(crate) fn native_delete(&self) -> fast::NativeDelete {
+        self.inner.native_delete
+    }
+
+    pub(crate) fn links(&self) -> &Links {
+        &self.inner.links
+    }
+
     /// The timeout for a call that sets `lease`: the command timeout, but never more than half
     /// the lease (an answer after that is of little use).
-    fn call_timeout(&self, lease: Option<Duration>) -> Duration {
+    pub(crate) fn call_timeout(&self, lease: Option<Duration>) -> Duration {
         match lease {
             Some(lease) => self.inner.command_timeout.min(lease / 2),
             None => self.inner.command_timeout,
@@ -247,7 +332,7 @@ impl RedisBackend {
     /// `fill` adds the keys (`keys` of them) and arguments; the request id goes last. A timeout
     /// or a reply out of step discards the connection (see [`crate::link`]); an error reply is
     /// trusted only once the connection is shown to be in step.
-    async fn run<T: FromRedisValue>(
+    pub(crate) async fn run<T: FromRedisValue>(
         &self,
         script: &LockScript,
         keys: usize,
@@ -257,16 +342,7 @@ impl RedisBackend {
         let deadline = tokio::time::Instant::now() + timeout;
         let timed_out = || Error::Timeout { after: timeout };
         let links = &self.inner.links;
-        let link = match links.ready() {
-            Some(link) => link,
-            None => tokio::time::timeout_at(deadline, links.current())
-                .await
-                .map_err(|_| timed_out())?,
-        };
-        if tokio::time::Instant::now() >= deadline {
-            // Nothing sent: no reason to doubt the connection.
-            return Err(timed_out());
-        }
+        let link = self.link_by(deadline, timeout).await?;
         match tokio::time::timeout_at(deadline, self.exchange(&link, script, keys, &fill)).await {
             Ok(reply) => reply.and_then(|items| {
                 T::from_redis_value(Value::Array(items)).map_err(|error| {
@@ -278,6 +354,70 @@ impl RedisBackend {
                 Err(timed_out())
             }
         }
+    }
+
+    /// Runs plain commands as one pipeline, followed by an `ECHO` of the request id that proves
+    /// the replies are this call's, and returns their replies. Timeouts and replies out of step
+    /// are handled as in [`Self::run`]; an error reply is trusted at once, since the echo after
+    /// it came back in step.
+    pub(crate) async fn run_pipeline(
+        &self,
+        timeout: Duration,
+        build: impl Fn(&mut Pipeline),
+    ) -> Result<Vec<Value>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let links = &self.inner.links;
+        let link = self.link_by(deadline, timeout).await?;
+        let nonce = links.next_nonce();
+        let mut pipeline = redis::pipe();
+        build(&mut pipeline);
+        pipeline.cmd("ECHO").arg(nonce);
+        let count = pipeline.len();
+        let mut connection = link.connection();
+        let sent = connection.send_packed_commands(&pipeline, 0, count);
+        let mut replies = match tokio::time::timeout_at(deadline, sent).await {
+            Ok(Ok(replies)) => replies,
+            Ok(Err(error)) => {
+                links.discard(&link, "connection error");
+                return Err(map_error(&error, timeout));
+            }
+            Err(_) => {
+                links.discard(&link, "call timed out");
+                return Err(Error::Timeout { after: timeout });
+            }
+        };
+        if replies.len() != count || !echoes(replies.last(), nonce) {
+            links.discard(&link, "reply out of step");
+            return Err(out_of_step());
+        }
+        replies.pop();
+        if let Some(Value::ServerError(error)) = replies
+            .iter()
+            .find(|reply| matches!(reply, Value::ServerError(_)))
+        {
+            return Err(map_error(&error.clone().into(), timeout));
+        }
+        Ok(replies)
+    }
+
+    /// The current link, waiting (until `deadline`) for a replacement if one is being made.
+    async fn link_by(
+        &self,
+        deadline: tokio::time::Instant,
+        timeout: Duration,
+    ) -> Result<Arc<Link>> {
+        let links = &self.inner.links;
+        let link = match links.ready() {
+            Some(link) => link,
+            None => tokio::time::timeout_at(deadline, links.current())
+                .await
+                .map_err(|_| Error::Timeout { after: timeout })?,
+        };
+        if tokio::time::Instant::now() >= deadline {
+            // Nothing sent: no reason to doubt the connection.
+            return Err(Error::Timeout { after: timeout });
+        }
+        Ok(link)
     }
 
     /// One request and its reply on `link`: the reply items after the request id.
@@ -338,6 +478,9 @@ impl RedisBackend {
 
 /// The cleanup script as one `EVAL` (for replaying it on a new connection).
 pub(crate) fn abandon_command(cleanup: &Cleanup, nonce: u64) -> Cmd {
+    if cleanup.fast {
+        return fast::release_command(cleanup, nonce);
+    }
     let mut command = redis::cmd("EVAL");
     command.arg(ABANDON.source).arg(1);
     abandon_arguments(
@@ -358,6 +501,23 @@ fn abandon_arguments(command: &mut Cmd, name: &str, owner: &str, keep: u32, chan
         .arg(keep)
         .arg(channel)
         .arg(keys::UNLOCK_MESSAGE);
+}
+
+/// Reads an acquire script's reply (after the request id): `[1, hold count, token]` when
+/// granted, `[0, pttl]` when held by someone else.
+pub(crate) fn acquire_outcome(reply: &[i64], fencing: bool) -> Result<AcquireOutcome> {
+    match reply {
+        [1, hold_count, token] => Ok(AcquireOutcome::Acquired(Grant {
+            hold_count: count(*hold_count)?,
+            fencing_token: fencing.then(|| u64::try_from(*token).unwrap_or(0)),
+        })),
+        [0, pttl] => Ok(AcquireOutcome::Held {
+            ttl: ttl_from_pttl(*pttl),
+        }),
+        other => Err(Error::Protocol(format!(
+            "acquire script answered {other:?}"
+        ))),
+    }
 }
 
 /// Whether a script reply's first item is the request id `nonce`.
@@ -388,7 +548,7 @@ fn out_of_step() -> Error {
 /// scripts whole on first use.
 pub(crate) async fn preload_scripts(connection: &MultiplexedConnection) {
     // All at once: one round trip on the multiplexed connection.
-    let loads = [&ACQUIRE, &RELEASE, &RENEW, &FORCE_RELEASE, &INSPECT].map(|script| {
+    let loads = preloaded().map(|script| {
         let mut connection = connection.clone();
         async move { script.script.load_async(&mut connection).await }
     });
@@ -400,11 +560,11 @@ pub(crate) async fn preload_scripts(connection: &MultiplexedConnection) {
     }
 }
 
-fn millis(duration: Duration) -> u64 {
+pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn ttl_from_pttl(pttl: i64) -> Option<Duration> {
+pub(crate) fn ttl_from_pttl(pttl: i64) -> Option<Duration> {
     u64::try_from(pttl).ok().map(Duration::from_millis)
 }
 
@@ -421,7 +581,14 @@ impl LockBackend for RedisBackend {
         keys::check_name(name)
     }
 
+    fn reentrant(&self) -> bool {
+        self.inner.kind == LockKind::Reentrant
+    }
+
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+        if self.inner.kind == LockKind::Fast {
+            return fast::try_acquire(self, request).await;
+        }
         let token_key = keys::token_key(request.name);
         let reply: Vec<i64> = self
             .run(
@@ -438,21 +605,13 @@ impl LockBackend for RedisBackend {
                 },
             )
             .await?;
-        match reply.as_slice() {
-            [1, hold_count, token] => Ok(AcquireOutcome::Acquired(Grant {
-                hold_count: count(*hold_count)?,
-                fencing_token: request.fencing.then(|| u64::try_from(*token).unwrap_or(0)),
-            })),
-            [0, pttl] => Ok(AcquireOutcome::Held {
-                ttl: ttl_from_pttl(*pttl),
-            }),
-            other => Err(Error::Protocol(format!(
-                "acquire script answered {other:?}"
-            ))),
-        }
+        acquire_outcome(&reply, request.fencing)
     }
 
     async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
+        if self.inner.kind == LockKind::Fast {
+            return fast::release(self, name, owner).await;
+        }
         let channel = keys::channel(name);
         let (reply,): (i64,) = self
             .run(&RELEASE, 1, self.call_timeout(None), |command| {
@@ -474,9 +633,13 @@ impl LockBackend for RedisBackend {
     }
 
     async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
+        let script: &LockScript = match self.inner.kind {
+            LockKind::Fast => &fast::RENEW,
+            LockKind::Reentrant => &RENEW,
+        };
         let chunks = renewals.chunks(RENEW_CHUNK).map(|chunk| async move {
             let reply: Vec<i64> = self
-                .run(&RENEW, chunk.len(), self.call_timeout(None), |command| {
+                .run(script, chunk.len(), self.call_timeout(None), |command| {
                     for renewal in chunk {
                         command.arg(renewal.name);
                     }
@@ -502,6 +665,9 @@ impl LockBackend for RedisBackend {
     }
 
     async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
+        if self.inner.kind == LockKind::Fast {
+            return fast::abandon(self, name, owner, keep).await;
+        }
         let channel = keys::channel(name);
         let abandoned: Result<(i64,)> = self
             .run(&ABANDON, 1, self.call_timeout(None), |command| {
@@ -513,6 +679,7 @@ impl LockBackend for RedisBackend {
                 name: name.to_owned(),
                 owner: owner.to_owned(),
                 keep,
+                fast: false,
             };
             // Not sent, or sent on a connection now being replaced: it runs first on the new
             // one (see `Links::defer`), so it is done, not merely attempted.
@@ -525,9 +692,13 @@ impl LockBackend for RedisBackend {
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {
+        let script: &LockScript = match self.inner.kind {
+            LockKind::Fast => &fast::FORCE_RELEASE,
+            LockKind::Reentrant => &FORCE_RELEASE,
+        };
         let channel = keys::channel(name);
         let (existed,): (i64,) = self
-            .run(&FORCE_RELEASE, 1, self.call_timeout(None), |command| {
+            .run(script, 1, self.call_timeout(None), |command| {
                 command.arg(name).arg(&channel).arg(keys::UNLOCK_MESSAGE);
             })
             .await?;
@@ -535,8 +706,12 @@ impl LockBackend for RedisBackend {
     }
 
     async fn inspect(&self, name: &str) -> Result<LockState> {
+        let script: &LockScript = match self.inner.kind {
+            LockKind::Fast => &fast::INSPECT,
+            LockKind::Reentrant => &INSPECT,
+        };
         let (flat, pttl): (Vec<String>, i64) = self
-            .run(&INSPECT, 1, self.call_timeout(None), |command| {
+            .run(script, 1, self.call_timeout(None), |command| {
                 command.arg(name);
             })
             .await?;

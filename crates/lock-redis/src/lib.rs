@@ -29,11 +29,12 @@
 
 mod backend;
 mod errors;
+mod fast;
 pub mod keys;
 mod link;
 mod pubsub;
 
 pub use backend::{
-    DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL, NotificationMode,
-    RedisBackend, RedisBackendBuilder,
+    DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL, LockKind,
+    NotificationMode, RedisBackend, RedisBackendBuilder,
 };

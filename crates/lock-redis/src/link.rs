@@ -78,6 +78,8 @@ pub(crate) struct Cleanup {
     pub(crate) name: String,
     pub(crate) owner: String,
     pub(crate) keep: u32,
+    /// A fast (string) lock rather than a reentrant (hash) one.
+    pub(crate) fast: bool,
 }
 
 /// At most this many cleanups wait for a new connection; beyond it the oldest are dropped

@@ -1,13 +1,14 @@
 //! The conformance suite against a real Redis (or Valkey) server, with pub/sub notifications and
-//! with the polling fallback.
+//! with the polling fallback, for both lock kinds.
 
-use lock_redis::{NotificationMode, RedisBackend};
+use lock_redis::{LockKind, NotificationMode, RedisBackend};
 use lock_testkit::RedisServer;
 use lock_testkit::conformance::Harness;
 
 struct Redis {
     server: RedisServer,
     notifications: NotificationMode,
+    kind: LockKind,
 }
 
 impl Harness for Redis {
@@ -16,6 +17,7 @@ impl Harness for Redis {
     async fn client(&self) -> RedisBackend {
         RedisBackend::builder(self.server.url())
             .notifications(self.notifications)
+            .lock_kind(self.kind)
             .connect()
             .await
             .expect("connect to the test server")
@@ -23,9 +25,14 @@ impl Harness for Redis {
 }
 
 fn start(notifications: NotificationMode) -> Redis {
+    start_kind(notifications, LockKind::Reentrant)
+}
+
+fn start_kind(notifications: NotificationMode, kind: LockKind) -> Redis {
     Redis {
         server: RedisServer::start().expect("start redis-server"),
         notifications,
+        kind,
     }
 }
 
@@ -39,4 +46,17 @@ mod polling {
     lock_testkit::conformance_tests!(start(NotificationMode::Polling(
         std::time::Duration::from_millis(50)
     )));
+}
+
+mod fast_pubsub {
+    use super::*;
+    lock_testkit::conformance_tests!(start_kind(NotificationMode::PubSub, LockKind::Fast));
+}
+
+mod fast_polling {
+    use super::*;
+    lock_testkit::conformance_tests!(start_kind(
+        NotificationMode::Polling(std::time::Duration::from_millis(50)),
+        LockKind::Fast
+    ));
 }

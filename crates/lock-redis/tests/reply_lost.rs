@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use lock_core::{LockOptions, Locker, Owner, ReleaseOutcome};
-use lock_redis::RedisBackend;
+use lock_redis::{LockKind, RedisBackend};
 use lock_testkit::{Fault, FaultProxy, RedisServer};
 
 async fn hold_count(server: &RedisServer, name: &str, field: &str) -> Option<u32> {
@@ -20,9 +20,14 @@ async fn hold_count(server: &RedisServer, name: &str, field: &str) -> Option<u32
 }
 
 async fn setup() -> (RedisServer, FaultProxy, Locker<RedisBackend>) {
+    setup_kind(LockKind::Reentrant).await
+}
+
+async fn setup_kind(kind: LockKind) -> (RedisServer, FaultProxy, Locker<RedisBackend>) {
     let server = RedisServer::start().expect("server");
     let proxy = FaultProxy::start(server.addr()).await.expect("proxy");
     let backend = RedisBackend::builder(proxy.url())
+        .lock_kind(kind)
         .command_timeout(Duration::from_millis(200))
         .connect()
         .await
@@ -114,13 +119,39 @@ async fn an_acquire_whose_reply_is_lost_is_undone_once_replies_flow_again() {
     assert_eq!(hold_count(&server, "c", &field).await, None);
 }
 
-/// Many callers share the connection while replies go missing now and then: a caller either
+/// Many callers share the connection while replies go missing now and then (10 windows): a caller either
 /// gets its own reply or an error, never another request's answer. Checked against the server:
 /// every grant a caller sees is on the server under its own field, and every `Released` it sees
 /// has removed that field.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_callers_never_read_each_others_replies() {
-    let (server, proxy, locker) = setup().await;
+    callers_read_only_their_own_replies(LockKind::Reentrant).await;
+}
+
+/// The same with the fast lock, whose plain commands prove their replies with a pipelined
+/// `ECHO` of the request id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_fast_lock_callers_never_read_each_others_replies() {
+    callers_read_only_their_own_replies(LockKind::Fast).await;
+}
+
+async fn callers_read_only_their_own_replies(kind: LockKind) {
+    let (server, proxy, locker) = setup_kind(kind).await;
+    // Every other worker's lock is held by a client outside the proxy, so replies differ (a
+    // grant here, a refusal there) and one read by the wrong caller shows.
+    let foreign = Locker::new(
+        RedisBackend::builder(server.url())
+            .lock_kind(kind)
+            .connect()
+            .await
+            .unwrap(),
+    );
+    let mut foreign_guards = Vec::new();
+    for worker in (1..24).step_by(2) {
+        let options = LockOptions::new().no_wait().lease(Duration::from_secs(60));
+        let guard = foreign.lock_with(&format!("own{worker}"), &options).await;
+        foreign_guards.push(guard.unwrap().unwrap());
+    }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut workers = Vec::new();
     for worker in 0..24 {
@@ -135,24 +166,11 @@ async fn concurrent_callers_never_read_each_others_replies() {
                     Ok(Some(guard)) => {
                         granted += 1;
                         let field = guard.owner_field().to_owned();
-                        let count: Option<u32> = redis::cmd("HGET")
-                            .arg(&name)
-                            .arg(&field)
-                            .query_async(&mut raw)
-                            .await
-                            .unwrap();
-                        assert!(
-                            count >= Some(1),
-                            "{name}: granted, but the server has {count:?}"
-                        );
+                        let held = holds_field(&mut raw, kind, &name, &field).await;
+                        assert!(held, "{name}: granted, but not on the server");
                         if let Ok(ReleaseOutcome::Released) = guard.release().await {
-                            let count: Option<u32> = redis::cmd("HGET")
-                                .arg(&name)
-                                .arg(&field)
-                                .query_async(&mut raw)
-                                .await
-                                .unwrap();
-                            assert_eq!(count, None, "{name}: released, but still on the server");
+                            let held = holds_field(&mut raw, kind, &name, &field).await;
+                            assert!(!held, "{name}: released, but still on the server");
                         }
                     }
                     // Nobody else uses this name: "held" can only be our own earlier acquire
@@ -163,7 +181,7 @@ async fn concurrent_callers_never_read_each_others_replies() {
             (granted, errors)
         }));
     }
-    for _ in 0..6 {
+    for _ in 0..10 {
         tokio::time::sleep(Duration::from_millis(150)).await;
         proxy.set_fault(Fault::DropReplies);
         tokio::time::sleep(Duration::from_millis(30)).await;
@@ -184,4 +202,24 @@ async fn concurrent_callers_never_read_each_others_replies() {
         granted > 100,
         "the client recovered between faults ({granted} grants)"
     );
+}
+
+/// Whether `field` holds `name` on the server, for either lock kind.
+async fn holds_field(
+    raw: &mut redis::aio::MultiplexedConnection,
+    kind: LockKind,
+    name: &str,
+    field: &str,
+) -> bool {
+    if kind == LockKind::Fast {
+        let owner: Option<String> = redis::cmd("GET").arg(name).query_async(raw).await.unwrap();
+        return owner.as_deref() == Some(field);
+    }
+    let count: Option<u32> = redis::cmd("HGET")
+        .arg(name)
+        .arg(field)
+        .query_async(raw)
+        .await
+        .unwrap();
+    count >= Some(1)
 }

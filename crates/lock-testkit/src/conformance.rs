@@ -97,11 +97,21 @@ pub async fn exclusion_between_owners<H: Harness>(harness: &H) {
     );
 }
 
-/// The same owner re-enters; each release gives back one hold.
+/// The same owner re-enters; each release gives back one hold. A backend that is not
+/// reentrant ([`LockBackend::reentrant`]) must refuse the re-entry with
+/// [`Error::NotReentrant`], before any I/O, and keep the first hold.
 pub async fn reentrant_counts<H: Harness>(harness: &H) {
     let locker = Locker::new(harness.client().await);
     let name = fresh_name("reentrant");
     let first = locker.lock(&name).await.expect("lock");
+    if !locker.backend().reentrant() {
+        refuses_reentry(&locker, &name).await;
+        assert_eq!(
+            first.release().await.expect("release"),
+            ReleaseOutcome::Released
+        );
+        return;
+    }
     let second = locker.lock(&name).await.expect("re-enter");
     let third = locker
         .try_lock(&name)
@@ -131,7 +141,27 @@ pub async fn reentrant_counts<H: Harness>(harness: &H) {
     assert!(!locker.is_locked(&name).await.expect("state"));
 }
 
-/// A nested hold with a shorter lease never cuts short the outer hold's lease.
+/// What a backend that is not reentrant does on a re-entry: a typed error at once, with the
+/// first hold intact.
+async fn refuses_reentry<B: LockBackend>(locker: &Locker<B>, name: &str) {
+    for attempt in [
+        locker.try_lock(name).await.map(|guard| guard.is_some()),
+        locker
+            .lock_with(name, &LockOptions::new().wait(Duration::from_secs(5)))
+            .await
+            .map(|guard| guard.is_some()),
+    ] {
+        assert!(
+            matches!(attempt, Err(Error::NotReentrant { .. })),
+            "a re-entry must be refused: {attempt:?}"
+        );
+    }
+    let state = locker.state(name).await.expect("state");
+    assert_eq!(state.holders.len(), 1, "the first hold is intact");
+}
+
+/// A nested hold with a shorter lease never cuts short the outer hold's lease (not reentrant:
+/// the nested attempt is refused, and the outer hold keeps its lease).
 pub async fn nested_shorter_lease_keeps_outer_hold<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("nested-lease");
@@ -140,6 +170,15 @@ pub async fn nested_shorter_lease_keeps_outer_hold<H: Harness>(harness: &H) {
         .await
         .expect("lock")
         .expect("free");
+    if !a.backend().reentrant() {
+        refuses_reentry(&a, &name).await;
+        assert!(b.try_lock(&name).await.expect("try").is_none());
+        assert_eq!(
+            outer.release().await.expect("release"),
+            ReleaseOutcome::Released
+        );
+        return;
+    }
     let inner = a
         .lock_with(&name, &LockOptions::new().lease(Duration::from_millis(100)))
         .await

@@ -1,0 +1,209 @@
+//! The fast lock ([`crate::LockKind::Fast`]): a plain string key holding its owner.
+//!
+//! Taking it is `SET name owner NX PX lease`, a native command that costs the server about half
+//! of a Lua script; giving it back is a compare-and-delete, native where the server has one
+//! (`DELIFEQ` on Valkey 9, `DELEX … IFEQ` on Redis 8.4) and a short script otherwise, plus the
+//! same release message on the same channel as the reentrant lock. Plain commands cannot echo
+//! a request id the way the scripts do, so each call is a pipeline ending in `ECHO <id>` (see
+//! `RedisBackend::run_pipeline`). Everything that must look at the key before writing (a
+//! fencing token, renewals, inspection, force-release) stays a script.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use lock_core::{AcquireOutcome, AcquireRequest, Error, Grant, ReleaseOutcome, Result};
+use redis::{Cmd, Value};
+
+use crate::backend::{LockScript, RedisBackend, acquire_outcome, millis, ttl_from_pttl};
+use crate::keys;
+use crate::link::{Cleanup, Links};
+
+pub(crate) static ACQUIRE_FENCED: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("scripts/fast_acquire_fenced.lua")));
+pub(crate) static RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("scripts/fast_release.lua")));
+pub(crate) static RENEW: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("scripts/fast_renew.lua")));
+pub(crate) static FORCE_RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("scripts/fast_force_release.lua")));
+pub(crate) static INSPECT: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("scripts/fast_inspect.lua")));
+
+/// The server's own compare-and-delete, if it has one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NativeDelete {
+    /// Valkey 9: `DELIFEQ key value`.
+    DelIfEq,
+    /// Redis 8.4: `DELEX key IFEQ value`.
+    DelExIfEq,
+    /// Neither: the `fast_release.lua` script.
+    None,
+}
+
+impl NativeDelete {
+    /// Asks the server which commands it has (`COMMAND INFO`). Falls back to the script when
+    /// the server will not say.
+    pub(crate) async fn detect(links: &Links, timeout: Duration) -> NativeDelete {
+        let mut info = redis::cmd("COMMAND");
+        info.arg("INFO").arg("DELIFEQ").arg("DELEX");
+        let mut connection = links.current().await.connection();
+        let reply = tokio::time::timeout(timeout, connection.send_packed_command(&info)).await;
+        match reply {
+            Ok(Ok(Value::Array(found))) => match found.as_slice() {
+                [delifeq, _] if !matches!(delifeq, Value::Nil) => NativeDelete::DelIfEq,
+                [_, delex] if !matches!(delex, Value::Nil) => NativeDelete::DelExIfEq,
+                _ => NativeDelete::None,
+            },
+            _ => NativeDelete::None,
+        }
+    }
+}
+
+pub(crate) async fn try_acquire(
+    backend: &RedisBackend,
+    request: AcquireRequest<'_>,
+) -> Result<AcquireOutcome> {
+    let timeout = backend.call_timeout(Some(request.lease));
+    if request.fencing {
+        let token_key = keys::token_key(request.name);
+        let reply: Vec<i64> = backend
+            .run(&ACQUIRE_FENCED, 2, timeout, |command| {
+                command
+                    .arg(request.name)
+                    .arg(&token_key)
+                    .arg(millis(request.lease))
+                    .arg(request.owner);
+            })
+            .await?;
+        return acquire_outcome(&reply, true);
+    }
+    let replies = backend
+        .run_pipeline(timeout, |pipeline| {
+            pipeline
+                .cmd("SET")
+                .arg(request.name)
+                .arg(request.owner)
+                .arg("NX")
+                .arg("PX")
+                .arg(millis(request.lease));
+        })
+        .await?;
+    match replies.first() {
+        Some(Value::Okay) => Ok(AcquireOutcome::Acquired(Grant {
+            hold_count: 1,
+            fencing_token: None,
+        })),
+        Some(Value::SimpleString(ok)) if ok == "OK" => Ok(AcquireOutcome::Acquired(Grant {
+            hold_count: 1,
+            fencing_token: None,
+        })),
+        // Held: a second round trip for how long, so the waiter's timer is capped by it. Only
+        // the contended path pays it.
+        Some(Value::Nil) => {
+            let replies = backend
+                .run_pipeline(timeout, |pipeline| {
+                    pipeline.cmd("PTTL").arg(request.name);
+                })
+                .await?;
+            match replies.first() {
+                Some(Value::Int(pttl)) => Ok(AcquireOutcome::Held {
+                    ttl: ttl_from_pttl(*pttl),
+                }),
+                other => Err(Error::Protocol(format!("PTTL answered {other:?}"))),
+            }
+        }
+        other => Err(Error::Protocol(format!("SET NX answered {other:?}"))),
+    }
+}
+
+pub(crate) async fn release(
+    backend: &RedisBackend,
+    name: &str,
+    owner: &str,
+) -> Result<ReleaseOutcome> {
+    let timeout = backend.call_timeout(None);
+    let channel = keys::channel(name);
+    let deleted = match backend.native_delete() {
+        NativeDelete::None => {
+            let (deleted,): (i64,) = backend
+                .run(&RELEASE, 1, timeout, |command| {
+                    command
+                        .arg(name)
+                        .arg(owner)
+                        .arg(&channel)
+                        .arg(keys::UNLOCK_MESSAGE);
+                })
+                .await?;
+            deleted
+        }
+        native => {
+            // The release message goes out even when nothing was deleted (the lease had run
+            // out): a pipeline cannot make it conditional, and a spare wake-up only makes a
+            // waiter look again.
+            let replies = backend
+                .run_pipeline(timeout, |pipeline| {
+                    match native {
+                        NativeDelete::DelIfEq => pipeline.cmd("DELIFEQ").arg(name).arg(owner),
+                        _ => pipeline.cmd("DELEX").arg(name).arg("IFEQ").arg(owner),
+                    };
+                    pipeline
+                        .cmd("PUBLISH")
+                        .arg(&channel)
+                        .arg(keys::UNLOCK_MESSAGE);
+                })
+                .await?;
+            match replies.first() {
+                Some(Value::Int(deleted)) => *deleted,
+                other => return Err(Error::Protocol(format!("DELIFEQ answered {other:?}"))),
+            }
+        }
+    };
+    Ok(if deleted == 1 {
+        ReleaseOutcome::Released
+    } else {
+        ReleaseOutcome::NotHeld
+    })
+}
+
+/// A fast lock has at most one hold per owner: with `keep ≥ 1` the owner still holds it and
+/// nothing changes; with `keep = 0` it is given back if it is the owner's.
+pub(crate) async fn abandon(
+    backend: &RedisBackend,
+    name: &str,
+    owner: &str,
+    keep: u32,
+) -> Result<()> {
+    if keep >= 1 {
+        return Ok(());
+    }
+    match release(backend, name, owner).await {
+        Ok(_) => Ok(()),
+        Err(error) => {
+            let cleanup = Cleanup {
+                name: name.to_owned(),
+                owner: owner.to_owned(),
+                keep: 0,
+                fast: true,
+            };
+            // As for the reentrant lock: kept for the new connection, first in line.
+            if error.is_ambiguous() && backend.links().defer(cleanup) {
+                return Ok(());
+            }
+            Err(error)
+        }
+    }
+}
+
+/// The compare-and-delete script as one `EVAL`, for replaying a cleanup on a new connection.
+pub(crate) fn release_command(cleanup: &Cleanup, nonce: u64) -> Cmd {
+    let mut command = redis::cmd("EVAL");
+    command
+        .arg(RELEASE.source())
+        .arg(1)
+        .arg(&cleanup.name)
+        .arg(&cleanup.owner)
+        .arg(keys::channel(&cleanup.name))
+        .arg(keys::UNLOCK_MESSAGE)
+        .arg(nonce);
+    command
+}

@@ -1,0 +1,17 @@
+#!lua flags=allow-oom
+-- Renew many fast-lock leases at once (only lengthens, as renew.lua).
+-- KEYS[i] lock key i; ARGV[2i-1] owner field i, ARGV[2i] lease i in ms; the last ARGV the
+-- request id
+-- Returns {request id, then one 1 (renewed) or 0 (not ours any more) per key}.
+local renewed = {ARGV[2 * #KEYS + 1]}
+for i = 1, #KEYS do
+    if redis.call('get', KEYS[i]) == ARGV[2 * i - 1] then
+        if redis.call('pttl', KEYS[i]) < tonumber(ARGV[2 * i]) then
+            redis.call('pexpire', KEYS[i], ARGV[2 * i])
+        end
+        renewed[i + 1] = 1
+    else
+        renewed[i + 1] = 0
+    end
+end
+return renewed

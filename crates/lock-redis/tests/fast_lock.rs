@@ -1,0 +1,165 @@
+//! The fast (non-reentrant) lock against real servers: its layout on the wire, the native
+//! compare-and-delete where the server has one, re-entry refused before any I/O, and how it
+//! meets the reentrant lock on the same name.
+
+use std::time::Duration;
+
+use lock_core::{Error, LockOptions, Locker, ReleaseOutcome};
+use lock_redis::{LockKind, RedisBackend, keys};
+use lock_testkit::{FaultProxy, RedisServer};
+use redis::aio::MultiplexedConnection;
+
+async fn fast(url: String) -> Locker<RedisBackend> {
+    let backend = RedisBackend::builder(url)
+        .lock_kind(LockKind::Fast)
+        .connect()
+        .await
+        .expect("connect");
+    assert_eq!(backend.lock_kind(), LockKind::Fast);
+    Locker::new(backend)
+}
+
+/// Calls of `command` the server has run so far (`INFO commandstats`).
+async fn calls(raw: &mut MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(raw)
+        .await
+        .unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |count| count.parse().unwrap())
+}
+
+#[tokio::test]
+async fn a_fast_lock_is_a_string_key_holding_its_owner() {
+    let server = RedisServer::start().unwrap();
+    let mut raw = server.connection().await;
+    let locker = fast(server.url()).await;
+    let options = LockOptions::new().lease(Duration::from_secs(20));
+    let guard = locker.lock_with("plain", &options).await.unwrap().unwrap();
+    let kind: String = redis::cmd("TYPE")
+        .arg("plain")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(kind, "string");
+    let value: String = redis::cmd("GET")
+        .arg("plain")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(value, guard.owner_field());
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg("plain")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!((19_000..=20_000).contains(&pttl), "{pttl}");
+    assert_eq!(guard.hold_count(), 1);
+
+    let state = locker.state("plain").await.unwrap();
+    assert_eq!(state.holders, vec![(guard.owner_field().to_owned(), 1)]);
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("plain")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(exists, 0);
+}
+
+#[tokio::test]
+async fn the_release_uses_the_native_compare_and_delete_when_the_server_has_one() {
+    let server = RedisServer::start().unwrap();
+    let mut raw = server.connection().await;
+    let info: Vec<redis::Value> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("DELIFEQ")
+        .arg("DELEX")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let has_delifeq = !matches!(info[0], redis::Value::Nil);
+    let has_delex = !matches!(info[1], redis::Value::Nil);
+    let locker = fast(server.url()).await;
+    let evalsha_before = calls(&mut raw, "evalsha").await;
+    for _ in 0..10 {
+        let guard = locker.lock("native").await.unwrap();
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+    let evalsha = calls(&mut raw, "evalsha").await - evalsha_before;
+    let set = calls(&mut raw, "set").await;
+    assert!(set >= 10, "taken with SET NX PX ({set} SETs)");
+    eprintln!("DELIFEQ: {has_delifeq}, DELEX: {has_delex}, EVALSHA calls: {evalsha}");
+    if has_delifeq {
+        assert_eq!(calls(&mut raw, "delifeq").await, 10);
+        assert_eq!(evalsha, 0, "no script on the hot path");
+    } else if has_delex {
+        assert_eq!(calls(&mut raw, "delex").await, 10);
+        assert_eq!(evalsha, 0, "no script on the hot path");
+    } else {
+        assert_eq!(evalsha, 10, "released by the compare-and-delete script");
+    }
+}
+
+#[tokio::test]
+async fn a_re_entry_is_refused_before_anything_is_sent() {
+    let server = RedisServer::start().unwrap();
+    let proxy = FaultProxy::start(server.addr()).await.unwrap();
+    let locker = fast(proxy.url()).await;
+    let guard = locker.lock("once").await.unwrap();
+    let sent = proxy.bytes_to_server();
+    let again = locker.try_lock("once").await;
+    assert!(
+        matches!(again, Err(Error::NotReentrant { .. })),
+        "{again:?}"
+    );
+    assert!(again.unwrap_err().is_input_error());
+    assert_eq!(proxy.bytes_to_server(), sent, "0 bytes sent");
+    // Another owner (another task) just finds it held.
+    let other = locker.clone();
+    let taken = tokio::spawn(async move { other.try_lock("once").await.unwrap().is_some() });
+    assert!(!taken.await.unwrap());
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+}
+
+#[tokio::test]
+async fn fast_and_reentrant_locks_on_one_name_exclude_each_other() {
+    let server = RedisServer::start().unwrap();
+    let fast_locker = fast(server.url()).await;
+    let reentrant = Locker::new(RedisBackend::connect(server.url()).await.unwrap());
+
+    let hash = reentrant.lock("shared").await.unwrap();
+    // SET NX finds the key taken, whatever its type: the fast lock waits like anyone else.
+    assert!(fast_locker.try_lock("shared").await.unwrap().is_none());
+    assert_eq!(hash.release().await.unwrap(), ReleaseOutcome::Released);
+
+    let string = fast_locker.lock("shared").await.unwrap();
+    // The hash scripts refuse a string key: a typed error, and the fast hold is untouched.
+    let refused = reentrant.try_lock("shared").await;
+    assert!(matches!(refused, Err(Error::WrongType(_))), "{refused:?}");
+    assert_eq!(string.release().await.unwrap(), ReleaseOutcome::Released);
+    let channel = keys::channel("shared");
+    assert_eq!(
+        channel, "redisson_lock__channel:{shared}",
+        "the same release channel"
+    );
+}
+
+#[tokio::test]
+async fn fencing_tokens_on_the_fast_lock_increase() {
+    let server = RedisServer::start().unwrap();
+    let locker = fast(server.url()).await;
+    let options = LockOptions::new().fencing(true);
+    let mut last = 0;
+    for _ in 0..5 {
+        let guard = locker.lock_with("fenced", &options).await.unwrap().unwrap();
+        let token = guard.fencing_token().expect("asked for a token");
+        assert!(token > last, "{token} after {last}");
+        last = token;
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+}
