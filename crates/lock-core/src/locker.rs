@@ -685,6 +685,22 @@ mod tests {
         });
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn short_watchdog_holds_do_not_wake_the_renewal_task_each_time() {
+        let locker = Locker::new(MemoryBackend::new());
+        for _ in 0..200 {
+            let guard = locker.lock("short").await.unwrap();
+            assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+            // Time for the task to run between holds, as a network round trip gives it.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let plans = locker.inner.watchdog.plans();
+        assert!(
+            plans <= 2,
+            "the renewal task looked {plans} times for 200 short holds"
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn renewals_keep_a_watchdog_lease_for_long() {
         let locker = Locker::new(MemoryBackend::new());

@@ -55,10 +55,15 @@ struct Registry {
     running: bool,
     /// Which renewal task is the current one (bumped at each start).
     epoch: u64,
-    /// When the task will look at the registry next on its own; `None` while it idles. A new
-    /// entry wakes the task only when it falls due before that, so the hot path of `lock()` does
-    /// not wake another thread.
+    /// When the task will look at the registry next on its own. A new entry wakes the task only
+    /// when it falls due before that, so the hot path of `lock()` does not wake another thread.
     next_wake: Option<Instant>,
+    /// The renewal period of the latest registration: how often an idle task looks again, so
+    /// that new entries with the same lease fall due after that look and need no wake-up (a
+    /// stream of short holds would otherwise wake the task once per `lock()`).
+    last_period: Duration,
+    /// Since when the registry has been empty, while the task lingers.
+    idle_since: Option<Instant>,
 }
 
 /// An idle renewal task lingers this long for new registrations before it exits, so a stream of
@@ -69,6 +74,9 @@ struct Shared<B> {
     backend: Arc<B>,
     registry: Mutex<Registry>,
     wake: Notify,
+    /// How often the task has looked at the registry (tests check it is not once per hold).
+    #[cfg(test)]
+    plans: std::sync::atomic::AtomicUsize,
 }
 
 /// The renewal machinery of one locker.
@@ -106,6 +114,8 @@ impl<B: LockBackend> Watchdog<B> {
                 backend,
                 registry: Mutex::new(Registry::default()),
                 wake: Notify::new(),
+                #[cfg(test)]
+                plans: std::sync::atomic::AtomicUsize::new(0),
             }),
         }
     }
@@ -130,11 +140,19 @@ impl<B: LockBackend> Watchdog<B> {
             },
         );
         let due = acquired_at + renew_period(lease_length);
+        registry.last_period = renew_period(lease_length);
         if !registry.running {
             registry.running = true;
             registry.epoch += 1;
             registry.next_wake = Some(Instant::now());
-            tokio::spawn(run(self.shared.clone(), registry.epoch));
+            // The flag is made here and moved into the task, so it is dropped (and `running`
+            // cleared) even when the task is dropped before its first poll (its runtime shut
+            // down right away).
+            let running = RunningFlag {
+                shared: self.shared.clone(),
+                epoch: registry.epoch,
+            };
+            tokio::spawn(run(running));
         } else if registry.next_wake.is_none_or(|at| due < at) {
             registry.next_wake = Some(due);
             self.shared.wake.notify_one();
@@ -162,6 +180,12 @@ impl<B: LockBackend> Watchdog<B> {
         self.lock_registry().entries.len()
     }
 
+    /// How many times the renewal task has looked at the registry.
+    #[cfg(test)]
+    pub fn plans(&self) -> usize {
+        self.shared.plans.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn lock_registry(&self) -> std::sync::MutexGuard<'_, Registry> {
         self.shared
             .registry
@@ -182,17 +206,18 @@ struct Due {
 enum Next {
     Renew(Vec<Due>),
     SleepUntil(Instant),
-    Idle,
+    /// Nothing registered for `IDLE_LINGER`: the task has marked itself stopped and ends.
+    Exit,
 }
 
 /// Clears `running` when the renewal task ends for any reason, including its runtime shutting
 /// down and dropping it, so the next registration starts a new task.
-struct RunningFlag<'a, B> {
-    shared: &'a Shared<B>,
+struct RunningFlag<B> {
+    shared: Arc<Shared<B>>,
     epoch: u64,
 }
 
-impl<B> Drop for RunningFlag<'_, B> {
+impl<B> Drop for RunningFlag<B> {
     fn drop(&mut self) {
         let mut registry = self
             .shared
@@ -206,23 +231,12 @@ impl<B> Drop for RunningFlag<'_, B> {
     }
 }
 
-async fn run<B: LockBackend>(shared: Arc<Shared<B>>, epoch: u64) {
-    let _running = RunningFlag {
-        shared: &shared,
-        epoch,
-    };
+async fn run<B: LockBackend>(running: RunningFlag<B>) {
+    let shared = &running.shared;
+    let epoch = running.epoch;
     loop {
-        match plan(&shared) {
-            Next::Idle => {
-                let woken = tokio::time::timeout(IDLE_LINGER, shared.wake.notified()).await;
-                if woken.is_err() {
-                    let mut registry = shared.registry.lock().unwrap_or_else(|e| e.into_inner());
-                    if registry.entries.is_empty() {
-                        registry.running = false;
-                        return;
-                    }
-                }
-            }
+        match plan(shared, epoch) {
+            Next::Exit => return,
             Next::SleepUntil(at) => {
                 tokio::select! {
                     () = tokio::time::sleep_until(at) => {}
@@ -236,9 +250,29 @@ async fn run<B: LockBackend>(shared: Arc<Shared<B>>, epoch: u64) {
 
 /// Looks at the registry once: drops dead entries, and either returns the batch to renew now or
 /// the instant of the next due renewal.
-fn plan<B>(shared: &Shared<B>) -> Next {
+fn plan<B>(shared: &Shared<B>, epoch: u64) -> Next {
+    #[cfg(test)]
+    shared
+        .plans
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut registry = shared.registry.lock().unwrap_or_else(|e| e.into_inner());
     let now = Instant::now();
+    if registry.entries.is_empty() {
+        // Linger, looking again every renewal period, so a stream of short holds neither
+        // spawns a task per hold nor wakes this one per hold.
+        let idle_since = *registry.idle_since.get_or_insert(now);
+        if now.saturating_duration_since(idle_since) >= IDLE_LINGER {
+            if registry.epoch == epoch {
+                registry.running = false;
+            }
+            registry.idle_since = None;
+            return Next::Exit;
+        }
+        let at = now + registry.last_period.min(IDLE_LINGER);
+        registry.next_wake = Some(at);
+        return Next::SleepUntil(at);
+    }
+    registry.idle_since = None;
     let mut batch = Vec::new();
     let mut next_due: Option<Instant> = None;
     registry.entries.retain(|&id, entry| {
@@ -278,11 +312,10 @@ fn plan<B>(shared: &Shared<B>) -> Next {
         registry.next_wake = Some(now);
         return Next::Renew(batch);
     }
-    registry.next_wake = next_due;
-    match next_due {
-        Some(at) => Next::SleepUntil(at),
-        None => Next::Idle,
-    }
+    // Every entry left is waiting for its batch to report back: look again in a period.
+    let at = next_due.unwrap_or(now + registry.last_period.min(IDLE_LINGER));
+    registry.next_wake = Some(at);
+    Next::SleepUntil(at)
 }
 
 async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
