@@ -243,7 +243,7 @@ async fn run<B: LockBackend>(running: RunningFlag<B>) {
                     () = shared.wake.notified() => {}
                 }
             }
-            Next::Renew(batch) => renew_batch(&shared, batch).await,
+            Next::Renew(batch) => renew_batch(shared, batch).await,
         }
     }
 }
