@@ -6,6 +6,15 @@
 //! same moment never ends up unsubscribed while someone waits on it. A lost connection wakes every
 //! local waiter to retry, since releases may have been missed meanwhile. Against a server without
 //! RESP3 the backend falls back to polling.
+//!
+//! A SUBSCRIBE that times out (or fails without an answer from the server) may still be applied:
+//! the request stays queued on the connection, and a paused server runs it when it resumes. Its
+//! channel is then remembered as *maybe subscribed*: never live for waiters (they poll, as after
+//! any failed subscribe), but unsubscribed once no local topic wants the channel any more. An
+//! UNSUBSCRIBE that times out or fails is sent again later (with backoff) until it succeeds or the
+//! channel is watched again: redis-rs re-subscribes after a reconnect every channel the server
+//! confirmed, so a failed UNSUBSCRIBE would otherwise leave the subscription on the server for
+//! the life of the backend. Both go through the same ordered task as every other request.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -183,6 +192,110 @@ async fn connect(
     ConnectionManager::new_with_config(client, config).await
 }
 
+/// The first wait before a failed UNSUBSCRIBE is sent again; doubled after each failure.
+const UNSUBSCRIBE_RETRY_FIRST: Duration = Duration::from_millis(250);
+/// The longest wait between two attempts at a failed UNSUBSCRIBE.
+const UNSUBSCRIBE_RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// What the notification task knows of the server's subscriptions, by channel.
+///
+/// Invariants: a channel is in at most one of the three; `leftover` is empty without a connection.
+#[derive(Debug, Default)]
+struct Channels {
+    /// Confirmed subscriptions, with the local topics counted on each.
+    live: HashMap<String, HashSet<u64>>,
+    /// Channels whose SUBSCRIBE timed out or failed without an answer from the server, with the
+    /// topics that asked. The server may still apply it, so the channel is unsubscribed once
+    /// none of these topics is left. Not live: their waiters poll.
+    unsure: HashMap<String, HashSet<u64>>,
+    /// Channels no topic wants whose UNSUBSCRIBE timed out or failed: sent again later.
+    leftover: HashSet<String>,
+}
+
+impl Channels {
+    /// Counts one more topic on a confirmed channel; `false` if the channel is not live.
+    fn join(&mut self, channel: &str, topic: u64) -> bool {
+        match self.live.get_mut(channel) {
+            Some(topics) => {
+                topics.insert(topic);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A SUBSCRIBE of `channel` is about to be sent: it supersedes a failed UNSUBSCRIBE of the
+    /// channel, which must not be sent again after it. Returns whether there was one.
+    fn subscribing(&mut self, channel: &str) -> bool {
+        self.leftover.remove(channel)
+    }
+
+    /// The server confirmed the SUBSCRIBE of `channel`, after every earlier request on the
+    /// connection: from now on the channel is live, counted from `topic`.
+    fn subscribed(&mut self, channel: String, topic: u64) {
+        self.unsure.remove(&channel);
+        self.live.insert(channel, HashSet::from([topic]));
+    }
+
+    /// The SUBSCRIBE of `channel` for `topic` timed out or failed, but may still be applied.
+    fn maybe_subscribed(&mut self, channel: String, topic: u64) {
+        self.unsure.entry(channel).or_default().insert(topic);
+    }
+
+    /// Forgets `topic` of `channel` (its last local watch is gone). Returns `true` when no topic
+    /// wants the channel any more and it is, or may be, subscribed on the server.
+    fn release(&mut self, channel: &str, topic: u64) -> bool {
+        let counted =
+            forget(&mut self.live, channel, topic) || forget(&mut self.unsure, channel, topic);
+        counted && !self.live.contains_key(channel) && !self.unsure.contains_key(channel)
+    }
+}
+
+/// Removes `topic` from the topics of `channel`, and the channel once it has none; returns
+/// whether `topic` was counted there.
+fn forget(map: &mut HashMap<String, HashSet<u64>>, channel: &str, topic: u64) -> bool {
+    let Some(topics) = map.get_mut(channel) else {
+        return false;
+    };
+    if !topics.remove(&topic) {
+        return false;
+    }
+    if topics.is_empty() {
+        map.remove(channel);
+    }
+    true
+}
+
+/// Whether the server answered `error` itself (so the request was not applied, and a retry would
+/// get the same answer), rather than the request being lost or unanswered.
+fn answered_by_server(error: &redis::RedisError) -> bool {
+    error.code().is_some()
+}
+
+/// Sends `UNSUBSCRIBE channels...`. Returns `false` when the server may still hold the
+/// subscriptions: the request timed out or the connection failed.
+async fn unsubscribe(
+    manager: &mut ConnectionManager,
+    channels: Vec<String>,
+    timeout: Duration,
+) -> bool {
+    match tokio::time::timeout(timeout, manager.unsubscribe(&channels)).await {
+        Ok(Ok(())) => true,
+        Ok(Err(error)) if answered_by_server(&error) => {
+            tracing::warn!(%error, ?channels, "unsubscribe refused by the server");
+            true
+        }
+        Ok(Err(error)) => {
+            tracing::debug!(%error, ?channels, "unsubscribe failed; retried later");
+            false
+        }
+        Err(_) => {
+            tracing::debug!(?channels, "unsubscribe timed out; retried later");
+            false
+        }
+    }
+}
+
 async fn run(
     info: redis::ConnectionInfo,
     timeout: Duration,
@@ -191,12 +304,40 @@ async fn run(
     polling: Arc<AtomicBool>,
 ) {
     let mut connection: Option<ConnectionManager> = None;
-    let mut watchers: HashMap<String, HashSet<u64>> = HashMap::new();
-    while let Some(command) = commands.recv().await {
+    let mut channels = Channels::default();
+    // When to send the UNSUBSCRIBE of `channels.leftover` again, and the wait after that.
+    let mut retry_at: Option<tokio::time::Instant> = None;
+    let mut retry_delay = UNSUBSCRIBE_RETRY_FIRST;
+    loop {
+        let command = match retry_at {
+            None => commands.recv().await,
+            Some(at) => tokio::select! {
+                command = commands.recv() => command,
+                () = tokio::time::sleep_until(at) => {
+                    retry_at = None;
+                    let leftover: Vec<String> = channels.leftover.iter().cloned().collect();
+                    if let Some(manager) = connection.as_mut()
+                        && !leftover.is_empty()
+                    {
+                        if unsubscribe(manager, leftover, timeout).await {
+                            // Nothing else ran meanwhile: these are still all the leftovers.
+                            channels.leftover.clear();
+                            retry_delay = UNSUBSCRIBE_RETRY_FIRST;
+                        } else {
+                            retry_delay = (retry_delay * 2).min(UNSUBSCRIBE_RETRY_MAX);
+                            retry_at = Some(tokio::time::Instant::now() + retry_delay);
+                        }
+                    }
+                    continue;
+                }
+            },
+        };
+        let Some(command) = command else {
+            break;
+        };
         match command {
             Command::Subscribe(channel, topic, reply) => {
-                if let Some(topics) = watchers.get_mut(&channel) {
-                    topics.insert(topic);
+                if channels.join(&channel, topic) {
                     let _ = reply.send(Ok(true));
                     continue;
                 }
@@ -222,33 +363,100 @@ async fn run(
                 let Some(manager) = connection.as_mut() else {
                     continue;
                 };
+                // A leftover whose UNSUBSCRIBE may not have been applied stays "maybe
+                // subscribed" if this SUBSCRIBE fails, whatever the reason.
+                let was_leftover = channels.subscribing(&channel);
                 let subscribed = tokio::time::timeout(timeout, manager.subscribe(&channel)).await;
                 let _ = reply.send(match subscribed {
                     Ok(Ok(())) => {
-                        watchers.insert(channel, HashSet::from([topic]));
+                        channels.subscribed(channel, topic);
                         Ok(true)
                     }
-                    Ok(Err(error)) => Err(map_error(&error, timeout)),
-                    Err(_) => Err(Error::Timeout { after: timeout }),
+                    Ok(Err(error)) => {
+                        if was_leftover || !answered_by_server(&error) {
+                            channels.maybe_subscribed(channel, topic);
+                        }
+                        Err(map_error(&error, timeout))
+                    }
+                    Err(_) => {
+                        // Still queued on the connection: a paused server applies it on resume.
+                        channels.maybe_subscribed(channel, topic);
+                        Err(Error::Timeout { after: timeout })
+                    }
                 });
             }
             Command::Unsubscribe(channel, topic) => {
-                let Some(topics) = watchers.get_mut(&channel) else {
-                    continue;
-                };
-                topics.remove(&topic);
-                if !topics.is_empty() {
+                if !channels.release(&channel, topic) {
                     continue;
                 }
-                watchers.remove(&channel);
-                if let Some(manager) = connection.as_mut() {
-                    match tokio::time::timeout(timeout, manager.unsubscribe(&channel)).await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(error)) => tracing::debug!(%error, %channel, "unsubscribe failed"),
-                        Err(_) => tracing::debug!(%channel, "unsubscribe timed out"),
-                    }
+                if let Some(manager) = connection.as_mut()
+                    && !unsubscribe(manager, vec![channel.clone()], timeout).await
+                {
+                    channels.leftover.insert(channel);
                 }
             }
         }
+        if channels.leftover.is_empty() {
+            retry_at = None;
+            retry_delay = UNSUBSCRIBE_RETRY_FIRST;
+        } else if retry_at.is_none() {
+            retry_at = Some(tokio::time::Instant::now() + retry_delay);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Channels;
+
+    #[test]
+    fn a_confirmed_channel_is_unsubscribed_after_its_last_topic() {
+        let mut channels = Channels::default();
+        assert!(!channels.join("c", 1));
+        assert!(!channels.subscribing("c"));
+        channels.subscribed("c".into(), 1);
+        assert!(channels.join("c", 1));
+        assert!(channels.join("c", 2)); // a later topic while the first is still counted
+        assert!(!channels.release("c", 1));
+        assert!(channels.release("c", 2));
+        assert!(!channels.release("c", 2), "released twice");
+        assert!(channels.live.is_empty() && channels.unsure.is_empty());
+    }
+
+    #[test]
+    fn a_maybe_subscribed_channel_is_unsubscribed_but_never_live() {
+        let mut channels = Channels::default();
+        channels.maybe_subscribed("c".into(), 1);
+        assert!(
+            !channels.join("c", 1),
+            "a maybe-subscribed channel is not live"
+        );
+        assert!(channels.release("c", 1));
+        assert!(channels.unsure.is_empty());
+        // An unsubscribe for a topic never sent is ignored.
+        assert!(!channels.release("c", 7));
+    }
+
+    #[test]
+    fn a_confirmed_subscribe_supersedes_the_maybe_subscribed_topics() {
+        let mut channels = Channels::default();
+        channels.maybe_subscribed("c".into(), 1);
+        channels.maybe_subscribed("c".into(), 2);
+        assert!(!channels.release("c", 1), "topic 2 may still retry");
+        channels.subscribed("c".into(), 3);
+        // The old topic going away must not unsubscribe the live channel.
+        assert!(!channels.release("c", 2));
+        assert!(channels.join("c", 4));
+        assert!(!channels.release("c", 3));
+        assert!(channels.release("c", 4));
+    }
+
+    #[test]
+    fn a_subscribe_drops_the_pending_unsubscribe_retry() {
+        let mut channels = Channels::default();
+        channels.leftover.insert("c".into());
+        assert!(channels.subscribing("c"));
+        assert!(channels.leftover.is_empty());
+        assert!(!channels.subscribing("c"));
     }
 }

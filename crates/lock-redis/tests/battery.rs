@@ -10,11 +10,14 @@ use std::time::Duration;
 use lock_core::{LockOptions, Locker};
 use lock_redis::RedisBackend;
 use lock_testkit::{
-    FaultFuture, FaultProxy, FencedResource, RedisServer, Schedule, ServerOptions, run_schedule,
+    FaultFuture, FaultProxy, FencedResource, RedisServer, Schedule, ServerOptions,
+    assert_nothing_left, run_schedule,
 };
 use rand::Rng;
 
 const LEASE: Duration = Duration::from_millis(1200);
+/// After the lease, how long unsubscribes may take to land (a failed one is retried within 2 s).
+const SETTLE: Duration = Duration::from_secs(5);
 
 fn faults(
     server: Arc<Mutex<RedisServer>>,
@@ -136,30 +139,11 @@ fn in_model_faults_single_node() {
             report.acquired_ratio() * 100.0
         );
 
-        // No leaks: within one lease (a release lost to a fault expires by then), no lock key,
-        // no subscription, no local watch.
-        tokio::time::sleep(LEASE).await;
-        let client = server.lock().unwrap().client();
-        let mut raw = client
-            .get_multiplexed_async_connection()
-            .await
-            .expect("raw connection");
-        let exists: i64 = redis::cmd("EXISTS")
-            .arg(&schedule.lock_name)
-            .query_async(&mut raw)
-            .await
-            .expect("EXISTS");
-        assert_eq!(exists, 0, "the lock key is left behind");
-        let channels: Vec<String> = redis::cmd("PUBSUB")
-            .arg("CHANNELS")
-            .query_async(&mut raw)
-            .await
-            .expect("PUBSUB CHANNELS");
-        // Open bug (see the composite battery): a SUBSCRIBE that timed out on a paused server
-        // but was applied on resume is never unsubscribed. Reported, not yet asserted.
-        if !channels.is_empty() {
-            eprintln!("subscriptions left (open bug): {channels:?}");
-        }
+        // No leaks, while the clients are still alive: within one lease (a release lost to a
+        // fault expires by then) no lock key, and within a few more seconds (unsubscribes
+        // retried after a fault) no subscription; no local watch either.
+        let url = server.lock().unwrap().url();
+        assert_nothing_left([url], &[&schedule.lock_name], LEASE + SETTLE).await;
         for locker in &kept {
             assert_eq!(locker.backend().watched_locks(), 0);
         }

@@ -18,9 +18,12 @@
 //! - [`FencedResource`]: a protected counter on its own server that refuses stale fencing
 //!   tokens, and [`History`]: a recorder of lock holds whose [`check`](History::check) finds
 //!   overlaps, lost updates and fence rejections.
+//! - [`assert_nothing_left`] / [`check_nothing_left`]: after a test, no lock key and no
+//!   subscription is left on its servers (with a bounded wait for unsubscribes in flight).
 
 pub mod conformance;
 pub mod history;
+pub mod leftovers;
 pub mod nodes;
 pub mod proxy;
 pub mod replication;
@@ -32,6 +35,7 @@ pub mod server;
 pub mod containers;
 
 pub use history::{CheckOptions, History, Hold, HoldRecorder, Report, WriteStatus};
+pub use leftovers::{Leftovers, ServerLeftovers, assert_nothing_left, check_nothing_left};
 pub use nodes::RedisNodes;
 pub use proxy::{Fault, FaultProxy};
 pub use replication::ReplicatedPair;

@@ -1,39 +1,15 @@
 //! Tests of `RedisNodes` against real server binaries (see `find_server_binary`).
 
+mod common;
+
 use std::collections::HashSet;
 use std::time::Duration;
-#[cfg(target_os = "linux")]
-use std::time::Instant;
 
+#[cfg(target_os = "linux")]
+use common::pid::{process_is_dead, wait_until_dead};
 use lock_testkit::{RedisNodes, RedisServer, ServerError, ServerOptions};
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-
-/// Whether the process `pid` is gone (or a zombie, i.e. dead but not reaped by its new parent).
-#[cfg(target_os = "linux")]
-fn process_is_dead(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].trim_start().chars().next())
-            .is_some_and(|state| matches!(state, 'Z' | 'X')),
-    }
-}
-
-#[cfg(target_os = "linux")]
-fn wait_until_dead(pid: u32, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if process_is_dead(pid) {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// `PING` with a short timeout: `Ok(reply)`, or `Err` on timeout.
 async fn ping(con: &mut MultiplexedConnection) -> Result<String, String> {

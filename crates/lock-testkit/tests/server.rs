@@ -1,39 +1,17 @@
 //! Tests of `RedisServer` against a real server binary (see `find_server_binary`).
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+#[cfg(target_os = "linux")]
+use common::pid::{process_is_dead, wait_until_dead};
 use lock_testkit::server::find_server_binary;
 use lock_testkit::{RedisServer, ServerError, ServerOptions};
 use redis::AsyncCommands;
-
-/// Whether the process `pid` is gone (or a zombie, i.e. dead but not reaped by its new parent).
-#[cfg(target_os = "linux")]
-fn process_is_dead(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].trim_start().chars().next())
-            .is_some_and(|state| matches!(state, 'Z' | 'X')),
-    }
-}
-
-#[cfg(target_os = "linux")]
-fn wait_until_dead(pid: u32, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if process_is_dead(pid) {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 #[tokio::test]
 async fn start_and_ping() {
