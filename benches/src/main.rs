@@ -12,10 +12,20 @@
 //! (`Locker<MultiLock>`), `redlock-n` (`Locker<RedLock>`) and `rslock-n` (rslock's Redlock over
 //! the same nodes); see `w4.rs`.
 //!
+//! W3, W5 and W6 (not in the default `--workloads` either) run on the one server:
+//! - W3: `--w3-tasks` tasks contend on one key; op = a handoff to another task, latency = the
+//!   release → next-acquire wait; rows `distlock`, `rslock`, `rslock-tuned` and `ping` (the PING
+//!   round trip of the same run). See `w3.rs`.
+//! - W5: `--locks` watchdog locks held for `--w5-periods` renewal periods; renewal calls per
+//!   period, client CPU and memory per lock, keys left after releasing. See `w5.rs`.
+//! - W6: `--waiters` waiters on distinct locks held by another client; connections of the waiting
+//!   client and wake-up latency under paced releases. See `w6.rs`.
+//!
 //! ```text
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1,w2 --json out.json
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w4 --nodes 3,5
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1,w2,w4 --smoke
+//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w3,w5,w6 --rounds 1
 //! ```
 
 mod contenders;
@@ -24,7 +34,10 @@ mod probe;
 mod server_limit;
 mod w1;
 mod w2;
+mod w3;
 mod w4;
+mod w5;
+mod w6;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -44,14 +57,20 @@ enum Workload {
     W1,
     /// `--tasks` tasks on one client, fresh keys.
     W2,
+    /// `--w3-tasks` tasks contending on one key: handoffs, release → acquire wait, fairness.
+    W3,
     /// One task, fresh key per iteration, MultiLock / RedLock / rslock over `--nodes` nodes.
     W4,
+    /// `--locks` locks held under the watchdog: renewal calls, client CPU and memory per lock.
+    W5,
+    /// `--waiters` waiters on distinct held locks: connections used, wake-up latency.
+    W6,
 }
 
 impl Workload {
-    /// W1 and W2 run on one server (`--url` or a throw-away one).
+    /// All but W4 run on one server (`--url` or a throw-away one).
     fn single_server(self) -> bool {
-        matches!(self, Workload::W1 | Workload::W2)
+        self != Workload::W4
     }
 }
 
@@ -59,7 +78,7 @@ impl Workload {
 #[derive(Debug, Parser)]
 #[command(name = "lockbench")]
 struct Args {
-    /// W1, W2: use this server instead of starting a throw-away `redis-server`.
+    /// W1, W2, W3, W5, W6: use this server instead of starting a throw-away `redis-server`.
     #[arg(long)]
     url: Option<String>,
     /// W4: use these independent servers (comma list or repeated) instead of starting
@@ -95,6 +114,38 @@ struct Args {
     /// between the contenders.
     #[arg(long, default_value_t = 6)]
     slices: u32,
+    /// W3: tasks contending on the one key.
+    #[arg(long, default_value_t = 16)]
+    w3_tasks: usize,
+    /// W3: clients (connections) per row the tasks share, task `i` using client `i % n`.
+    #[arg(long, default_value_t = 1)]
+    w3_clients: usize,
+    /// W3: measured seconds per row, cut into `--slices` slices.
+    #[arg(long, default_value_t = 6.0)]
+    w3_duration: f64,
+    /// W3: busy microseconds inside the critical section.
+    #[arg(long, default_value_t = 50)]
+    w3_hold_us: u64,
+    /// W3: the `rslock-tuned` row's retry delay in ms (rslock sleeps a random `0..this` ms
+    /// between attempts; its default is 200). At least 2: 1 would mean no delay at all.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(2..))]
+    w3_rslock_retry_ms: u64,
+    /// W5: locks held under the watchdog.
+    #[arg(long, default_value_t = 10_000)]
+    locks: usize,
+    /// W5: the watchdog lease in ms (renewed every third of it).
+    #[arg(long, default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(30..))]
+    w5_lease_ms: u64,
+    /// W5: renewal periods to hold the locks for.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    w5_periods: u32,
+    /// W6: waiting tasks, each on a lock of its own.
+    #[arg(long, default_value_t = 10_000)]
+    waiters: usize,
+    /// W6: locks the holder releases at once; the next batch goes when their waiters woke (1:
+    /// one wake-up at a time, no queueing of our own making).
+    #[arg(long, default_value_t = 1)]
+    release_batch: usize,
     /// Workloads to run.
     #[arg(long, value_delimiter = ',', default_value = "w1,w2")]
     workloads: Vec<Workload>,
@@ -119,8 +170,8 @@ struct Args {
     #[arg(long)]
     json: Option<PathBuf>,
     /// A seconds-long pass for CI: overrides the counts (`--iterations 300 --w4-iterations 300
-    /// --warmup 50 --chunk 100 --duration 0.5 --slices 2`, no `--per-task`) and skips
-    /// `redis-benchmark`.
+    /// --warmup 50 --chunk 100 --duration 0.5 --slices 2 --w3-duration 1 --locks 1000
+    /// --w5-periods 1 --waiters 500`, no `--per-task`) and skips `redis-benchmark`.
     #[arg(long)]
     smoke: bool,
 }
@@ -135,6 +186,10 @@ impl Args {
         self.duration = 0.5;
         self.per_task = None;
         self.slices = 2;
+        self.w3_duration = 1.0;
+        self.locks = 1_000;
+        self.w5_periods = 1;
+        self.waiters = 500;
         self.no_redis_benchmark = true;
     }
 }
@@ -224,12 +279,21 @@ fn main() -> Result<(), BenchError> {
         medians.iter().for_each(|row| row.print_line());
     }
     let mut ratios = measurement::ratios(&medians);
-    if single {
+    if !ratios.is_empty() {
         println!(
             "--- throughput ratios (higher = distlock faster), loadavg {} ---",
             loadavg()
         );
         measurement::print_ratios(&ratios);
+    }
+    if args.workloads.contains(&Workload::W3) {
+        let contended = w3::ratios(&medians);
+        println!(
+            "--- W3 ratios (p50 wait ÷ ping p50: target distlock ≤ 2.00; handoffs/s: higher = distlock faster), loadavg {} ---",
+            loadavg()
+        );
+        measurement::print_ratios(&contended);
+        ratios.extend(contended);
     }
     if !node_urls.is_empty() {
         let multi = w4::ratios(&medians, &counts);
@@ -297,6 +361,59 @@ async fn run_all(
         for &workload in &args.workloads {
             let prefix = format!("{prefix}:r{round}");
             let measured = match (workload, &probe) {
+                (Workload::W3, Some((url, probe))) => {
+                    let config = w3::Config {
+                        tasks: args.w3_tasks.max(1),
+                        clients: args.w3_clients.max(1),
+                        duration: Duration::from_secs_f64(args.w3_duration),
+                        slices: args.slices.max(1),
+                        hold: Duration::from_micros(args.w3_hold_us),
+                        rslock_retry: Duration::from_millis(args.w3_rslock_retry_ms),
+                    };
+                    if round == 1 {
+                        println!(
+                            "lockbench W3: {} tasks on one key over {} client(s) per row, {} s per row in {} slices, critical section {} us busy, rslock-tuned retry delay 0..{} ms; op = handoff, latency = release -> next acquire",
+                            config.tasks,
+                            config.clients,
+                            args.w3_duration,
+                            config.slices,
+                            args.w3_hold_us,
+                            args.w3_rslock_retry_ms
+                        );
+                    }
+                    let rows = w3::connect(url, &config).await?;
+                    w3::run(rows, probe, &prefix, config).await?
+                }
+                (Workload::W5, Some((url, probe))) => {
+                    let config = w5::Config {
+                        locks: args.locks,
+                        lease: Duration::from_millis(args.w5_lease_ms),
+                        periods: args.w5_periods,
+                    };
+                    if round == 1 {
+                        println!(
+                            "lockbench W5: {} watchdog locks, lease {} ms (renewed every {} ms), held {} period(s); op = one acquisition, costs per renewal period",
+                            config.locks,
+                            args.w5_lease_ms,
+                            args.w5_lease_ms / 3,
+                            config.periods
+                        );
+                    }
+                    w5::run(url, probe, &prefix, config).await?
+                }
+                (Workload::W6, Some((url, probe))) => {
+                    let config = w6::Config {
+                        waiters: args.waiters,
+                        batch: args.release_batch.max(1),
+                    };
+                    if round == 1 {
+                        println!(
+                            "lockbench W6: {} waiters on distinct locks held by another client, released in closed-loop batches of {}; op = wake-up, latency = release returned -> waiter's lock returned",
+                            config.waiters, config.batch
+                        );
+                    }
+                    w6::run(url, probe, &prefix, config).await?
+                }
                 (Workload::W4, _) => {
                     let entrants = w4::connect(node_urls, counts).await?;
                     let (warmup, iterations) = (args.warmup, args.w4_iterations);
@@ -311,7 +428,7 @@ async fn run_all(
                     .await?
                 }
                 (_, Some((url, probe))) => run_single(args, workload, url, probe, &prefix).await?,
-                (_, None) => unreachable!("W1 and W2 always have a server"),
+                (_, None) => unreachable!("every workload but W4 has a server"),
             };
             for mut row in measured {
                 row.round = round;
@@ -369,7 +486,9 @@ async fn run_single(
             let warmup = Duration::from_millis(300);
             w2::run(&entrants, probe, prefix, args.tasks, warmup, slices).await?
         }
-        Workload::W4 => unreachable!("W4 runs over several nodes"),
+        Workload::W3 | Workload::W4 | Workload::W5 | Workload::W6 => {
+            unreachable!("W1 and W2 only")
+        }
     };
     let mut rows = Vec::with_capacity(measured.len());
     for (mut row, guards) in measured.into_iter().zip(held) {

@@ -67,6 +67,8 @@ impl Tally {
             latency: self.latency,
             background: 0,
             round: 0,
+            per: "op",
+            extra: Vec::new(),
         }
     }
 }
@@ -94,6 +96,12 @@ pub struct Measurement {
     pub background: usize,
     /// Which round (1-based) of `--rounds` this row is from.
     pub round: usize,
+    /// What `cost` is spread over: `op` (a lock + unlock pair; W3: a handoff; W6: a wake-up) or
+    /// `period` (W5: one watchdog renewal period).
+    pub per: &'static str,
+    /// Workload-specific figures (W3, W5, W6), printed as `name=value` after the line and written
+    /// to the JSON row under `extra`.
+    pub extra: Vec<(&'static str, f64)>,
 }
 
 impl Measurement {
@@ -113,13 +121,19 @@ impl Measurement {
             .cost
             .client_cpu_us
             .map_or_else(|| "-".to_owned(), |us| format!("{us:.1}us"));
-        let background = if self.background > 0 {
+        let mut background = if self.background > 0 {
             format!("  background-holds={}", self.background)
         } else {
             String::new()
         };
+        if !self.extra.is_empty() {
+            background.push(' ');
+        }
+        for (name, value) in &self.extra {
+            let _ = write!(background, " {name}={}", number(*value));
+        }
         println!(
-            "{:<3} {:<17} tasks={:<2} ops={:<7} {:>7.0} ops/s  p50={:>6.1}us p99={:>7.1}us p999={:>7.1}us max={:>7.1}us  req/op={:.2} srv-cpu={:.1}us cli-cpu={client_cpu}{background}",
+            "{:<3} {:<17} tasks={:<2} ops={:<7} {:>7.0} ops/s  p50={:>6.1}us p99={:>7.1}us p999={:>7.1}us max={:>7.1}us  req/{}={:.2} srv-cpu={:.1}us cli-cpu={client_cpu}{background}",
             self.workload,
             self.contender,
             self.tasks,
@@ -129,10 +143,15 @@ impl Measurement {
             self.quantile_us(0.99),
             self.quantile_us(0.999),
             self.latency.max() as f64 / 1000.0,
+            self.per,
             self.cost.requests,
             self.cost.server_cpu_us,
         );
-        println!("    server cmds/op: {}", self.cost.commands_text());
+        println!(
+            "    server cmds/{}: {}",
+            self.per,
+            self.cost.commands_text()
+        );
     }
 
     /// The row as a JSON object.
@@ -147,8 +166,13 @@ impl Measurement {
             .cost
             .client_cpu_us
             .map_or_else(|| "null".to_owned(), |us| format!("{us:.2}"));
+        let extra: Vec<String> = self
+            .extra
+            .iter()
+            .map(|(name, value)| format!("\"{name}\":{}", json_number(*value)))
+            .collect();
         format!(
-            "{{\"workload\":\"{}\",\"contender\":\"{}\",\"round\":{},\"tasks\":{},\"nodes\":{},\"background_holds\":{},\"ops\":{},\"elapsed_s\":{:.6},\"ops_per_sec\":{:.1},\"p50_us\":{:.1},\"p99_us\":{:.1},\"p999_us\":{:.1},\"max_us\":{:.1},\"requests_per_op\":{:.3},\"server_cmd_us_per_op\":{:.2},\"server_cpu_us_per_op\":{:.2},\"client_cpu_us_per_op\":{client_cpu},\"server_commands_per_op\":{{{}}}}}",
+            "{{\"workload\":\"{}\",\"contender\":\"{}\",\"round\":{},\"tasks\":{},\"nodes\":{},\"background_holds\":{},\"ops\":{},\"elapsed_s\":{:.6},\"ops_per_sec\":{:.1},\"p50_us\":{:.1},\"p99_us\":{:.1},\"p999_us\":{:.1},\"max_us\":{:.1},\"requests_per_op\":{:.3},\"server_cmd_us_per_op\":{:.2},\"server_cpu_us_per_op\":{:.2},\"client_cpu_us_per_op\":{client_cpu},\"cost_per\":\"{}\",\"server_commands_per_op\":{{{}}},\"extra\":{{{}}}}}",
             self.workload,
             self.contender,
             self.round,
@@ -165,8 +189,31 @@ impl Measurement {
             self.cost.requests,
             self.cost.server_cmd_us,
             self.cost.server_cpu_us,
+            self.per,
             commands.join(","),
+            extra.join(","),
         )
+    }
+}
+
+/// An extra figure as printed: whole numbers without decimals, others with two (three
+/// significant digits below 1).
+fn number(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{value:.0}")
+    } else if value.abs() < 1.0 {
+        format!("{value:.3}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+/// An extra figure as a JSON number (`null` when not finite).
+fn json_number(value: f64) -> String {
+    if value.is_finite() {
+        format!("{value}")
+    } else {
+        "null".to_owned()
     }
 }
 
@@ -265,12 +312,13 @@ pub fn medians(rows: &[Measurement]) -> Vec<&Measurement> {
     out
 }
 
-/// Every distlock row divided by every baseline row of the same workload.
+/// W1 and W2: every distlock row divided by every baseline row of the same workload. (The other
+/// workloads pick their own ratios.)
 pub fn ratios(rows: &[&Measurement]) -> Vec<Ratio> {
     let mut out = Vec::new();
     for row in rows
         .iter()
-        .filter(|row| row.contender.starts_with("distlock"))
+        .filter(|row| matches!(row.workload, "W1" | "W2") && row.contender.starts_with("distlock"))
     {
         for base in rows
             .iter()

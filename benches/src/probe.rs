@@ -110,6 +110,85 @@ impl Probe {
     }
 }
 
+/// One connection of `CLIENT LIST`.
+#[derive(Clone, Debug)]
+pub struct ClientEntry {
+    /// The connection's id.
+    pub id: u64,
+    /// Whether it is subscribed to anything (`sub`, `psub` or `ssub` above 0, or flag `P`).
+    pub pubsub: bool,
+}
+
+impl Probe {
+    /// One `PING`, timed from send to reply.
+    pub async fn ping(&self) -> Result<std::time::Duration, BenchError> {
+        let mut connection = self.connection.clone();
+        let sent = std::time::Instant::now();
+        let _: String = redis::cmd("PING").query_async(&mut connection).await?;
+        Ok(sent.elapsed())
+    }
+
+    /// An integer field of `INFO <section>`, e.g. `pubsub_channels` of `stats`.
+    pub async fn info_field(&self, section: &str, name: &str) -> Result<i64, BenchError> {
+        let mut connection = self.connection.clone();
+        let info: String = redis::cmd("INFO")
+            .arg(section)
+            .query_async(&mut connection)
+            .await?;
+        info.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|value| value.trim().parse().ok())
+            .ok_or_else(|| format!("INFO {section}: no integer field {name}").into())
+    }
+
+    /// `CLIENT LIST`: every connection of the server, the probe's own included.
+    pub async fn client_list(&self) -> Result<Vec<ClientEntry>, BenchError> {
+        let mut connection = self.connection.clone();
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut connection)
+            .await?;
+        Ok(list.lines().filter_map(parse_client_line).collect())
+    }
+
+    /// How many keys match `pattern` (`SCAN … MATCH`; not atomic, fine for a quiet keyspace).
+    pub async fn count_keys(&self, pattern: &str) -> Result<usize, BenchError> {
+        let mut connection = self.connection.clone();
+        let mut cursor: u64 = 0;
+        let mut count = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut connection)
+                .await?;
+            count += keys.len();
+            if next == 0 {
+                return Ok(count);
+            }
+            cursor = next;
+        }
+    }
+}
+
+/// One `CLIENT LIST` line (`id=7 addr=… flags=N … sub=0 psub=0 …`).
+fn parse_client_line(line: &str) -> Option<ClientEntry> {
+    let mut id = None;
+    let mut pubsub = false;
+    for (key, value) in line.split(' ').filter_map(|pair| pair.split_once('=')) {
+        match key {
+            "id" => id = value.parse().ok(),
+            "sub" | "psub" | "ssub" => pubsub |= value.parse::<u64>().is_ok_and(|n| n > 0),
+            "flags" => pubsub |= value.contains('P'),
+            _ => {}
+        }
+    }
+    Some(ClientEntry { id: id?, pubsub })
+}
+
 /// The counters of several servers at one instant, added up: their commands and server CPU
 /// summed, this process's CPU read once.
 pub async fn snapshot_all(probes: &[Probe]) -> Result<Counters, BenchError> {
@@ -179,6 +258,15 @@ impl Counters {
         if let Some(cpu) = delta.client_cpu {
             *self.client_cpu.get_or_insert(0.0) += cpu;
         }
+    }
+
+    /// Calls of the commands named (lower case), e.g. `["evalsha", "eval", "fcall"]`.
+    pub fn calls(&self, names: &[&str]) -> u64 {
+        names
+            .iter()
+            .filter_map(|name| self.commands.get(*name))
+            .map(|&(calls, _)| calls)
+            .sum()
     }
 
     /// This difference spread over `ops` ops.
@@ -258,6 +346,17 @@ mod tests {
         assert!((cost.requests - 2.0).abs() < 1e-9);
         assert!((cost.server_cmd_us - 6.0).abs() < 1e-9);
         assert!((cost.server_cpu_us - 187_500.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn parses_client_list_lines() {
+        let plain = parse_client_line("id=7 addr=127.0.0.1:5 laddr=x fd=8 name= age=0 idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi=-1").unwrap();
+        assert_eq!(plain.id, 7);
+        assert!(!plain.pubsub);
+        let subscribed =
+            parse_client_line("id=9 addr=127.0.0.1:6 flags=P db=0 sub=3 psub=0").unwrap();
+        assert!(subscribed.pubsub);
+        assert!(parse_client_line("").is_none());
     }
 
     #[test]

@@ -39,6 +39,15 @@ impl Distlock {
     pub async fn connect(url: &str, mode: Mode) -> Result<Self, BenchError> {
         Ok(Self::new(RedisBackend::connect(url).await?, mode))
     }
+
+    /// Connects a backend that keeps the fast (non-reentrant) lock.
+    pub async fn connect_fast(url: &str, mode: Mode) -> Result<Self, BenchError> {
+        let backend = RedisBackend::builder(url)
+            .lock_kind(lock_redis::LockKind::Fast)
+            .connect()
+            .await?;
+        Ok(Self::new(backend, mode))
+    }
 }
 
 impl<B: LockBackend> Distlock<B> {

@@ -20,6 +20,8 @@ pub const LEASE: Duration = Duration::from_secs(30);
 /// Which client to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Kind {
+    /// Two `PING`s per cycle on the same client stack: the round-trip floor.
+    Ping2,
     /// `SET key val NX PX 30000`, then a GET-compare-DEL script: the simplest Redis lock.
     RawSetnx,
     /// distlock's acquire.lua + release.lua by EVALSHA on a `MultiplexedConnection`.
@@ -33,31 +35,42 @@ pub enum Kind {
     DistlockTryLock,
     /// `Locker::lock` (watchdog lease, waits forever) + `LockGuard::release`.
     DistlockLock,
+    /// `LockKind::Fast` (string key, `SET NX PX`, compare-and-delete): `lock_with(no_wait,
+    /// fixed 30 s lease)` + `LockGuard::release`.
+    DistlockFast,
+    /// `LockKind::Fast` with `Locker::lock` (watchdog lease) + `LockGuard::release`.
+    DistlockFastLock,
     /// `rslock::LockManager::lock` + `unlock` on one node.
     Rslock,
 }
 
 impl Kind {
     /// Every kind, in the order they run.
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 10] = [
+        Kind::Ping2,
         Kind::RawSetnx,
         Kind::RawScript,
         Kind::RawScriptCm,
         Kind::DistlockFixed,
         Kind::DistlockTryLock,
         Kind::DistlockLock,
+        Kind::DistlockFast,
+        Kind::DistlockFastLock,
         Kind::Rslock,
     ];
 
     /// The row name.
     pub fn name(self) -> &'static str {
         match self {
+            Kind::Ping2 => "ping2",
             Kind::RawSetnx => "raw-setnx",
             Kind::RawScript => "raw-script",
             Kind::RawScriptCm => "raw-script-cm",
             Kind::DistlockFixed => "distlock-fixed",
             Kind::DistlockTryLock => "distlock-try_lock",
             Kind::DistlockLock => "distlock-lock",
+            Kind::DistlockFast => "distlock-fast",
+            Kind::DistlockFastLock => "distlock-fast-lock",
             Kind::Rslock => "rslock",
         }
     }
@@ -66,6 +79,8 @@ impl Kind {
 /// A connected client of one [`Kind`]. Clones share the connection.
 #[derive(Clone)]
 pub enum Contender {
+    /// See [`Kind::Ping2`].
+    Ping2(raw::TwoPings),
     /// See [`Kind::RawSetnx`].
     SetNx(raw::SetNx),
     /// See [`Kind::RawScript`].
@@ -84,6 +99,9 @@ impl Contender {
     pub async fn connect(kind: Kind, url: &str) -> Result<Option<Contender>, BenchError> {
         let client = redis::Client::open(url)?;
         Ok(Some(match kind {
+            Kind::Ping2 => Contender::Ping2(raw::TwoPings::new(
+                client.get_multiplexed_async_connection().await?,
+            )),
             Kind::RawSetnx => Contender::SetNx(raw::SetNx::new(
                 client.get_multiplexed_async_connection().await?,
             )),
@@ -102,6 +120,12 @@ impl Contender {
             Kind::DistlockLock => {
                 Contender::Distlock(distlock::Distlock::connect(url, distlock::Mode::Lock).await?)
             }
+            Kind::DistlockFast => Contender::Distlock(
+                distlock::Distlock::connect_fast(url, distlock::Mode::Fixed).await?,
+            ),
+            Kind::DistlockFastLock => Contender::Distlock(
+                distlock::Distlock::connect_fast(url, distlock::Mode::Lock).await?,
+            ),
             #[cfg(feature = "rslock")]
             Kind::Rslock => Contender::Rslock(rslock::Rslock::new(url)),
             #[cfg(not(feature = "rslock"))]
@@ -112,6 +136,7 @@ impl Contender {
     /// Locks `key`, checks the lock was granted, then unlocks it and checks it was freed.
     pub async fn lock_unlock(&self, key: &str) -> Result<(), BenchError> {
         match self {
+            Contender::Ping2(client) => client.lock_unlock(key).await,
             Contender::SetNx(client) => client.lock_unlock(key).await,
             Contender::Script(client) => client.lock_unlock(key).await,
             Contender::ScriptCm(client) => client.lock_unlock(key).await,

@@ -1,0 +1,198 @@
+//! W5: hold `--locks` locks (10,000) under the watchdog for `--periods` renewal periods, then
+//! release them all.
+//!
+//! One `Locker<RedisBackend>` (default backend settings, default watchdog) takes every lock with
+//! `lock_with(name, LockOptions::new().watchdog_lease(--w5-lease-ms))` on fresh names, one after
+//! the other in one spawned task. The default lease is 30 s (renewed every 10 s); W5 asks for 3 s
+//! so a renewal period is 1 s and several pass in a few seconds. The row:
+//!
+//! - `ops`, `ops/s`, `p50`…: the acquisitions of the locks (one `lock_with` each; the registry
+//!   grows as they go).
+//! - `server cmds/period`, `req/period`, `srv-cpu`, `cli-cpu`: what the hold phase cost per
+//!   renewal period (the probe's `INFO` left out; the probe itself is idle meanwhile).
+//! - `renew_calls_per_period_per_node`: script calls (`evalsha` + `eval` + `fcall`) the server
+//!   ran per renewal period during the hold phase, `INFO commandstats` deltas on the one node.
+//!   The watchdog renews leases that fall due close together in one batch, sent as scripts of at
+//!   most 256 keys each, so 10,000 locks should cost about 40 calls per period, not 10,000.
+//! - `cpu_pct`: this process's CPU (user + system, `getrusage(RUSAGE_SELF)`) during the hold
+//!   phase, in % of one core.
+//! - `rss_per_lock_b`: resident set growth (`/proc/self/statm`) from before the first acquire to
+//!   the end of the hold phase, divided by the locks: guards, registry entries, names. It can
+//!   under-count when the allocator reuses memory freed by workloads that ran before in the same
+//!   process; `--workloads w5` alone gives the cleanest figure.
+//! - `lost`: guards whose lease was reported lost (should be 0); `keys_left`: lock keys still on
+//!   the server after every guard was released (`SCAN MATCH`, should be 0).
+
+use std::time::{Duration, Instant};
+
+use lock_core::{LockOptions, Locker, ReleaseOutcome};
+use lock_redis::RedisBackend;
+
+use crate::contenders::BenchError;
+use crate::measurement::{Measurement, Tally, record};
+use crate::probe::Probe;
+
+/// The workload's label in rows.
+const WORKLOAD: &str = "W5";
+
+/// The commands a renewal call is made of, as `INFO commandstats` names them.
+const SCRIPT_CALLS: &[&str] = &["evalsha", "eval", "evalsha_ro", "eval_ro", "fcall"];
+
+/// W5's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// Locks held.
+    pub locks: usize,
+    /// The watchdog lease; it is renewed every third of it.
+    pub lease: Duration,
+    /// Renewal periods to hold the locks for.
+    pub periods: u32,
+}
+
+/// Runs W5 against `url` and returns its one row, `distlock-watchdog`.
+pub async fn run(
+    url: &str,
+    probe: &Probe,
+    prefix: &str,
+    config: Config,
+) -> Result<Vec<Measurement>, BenchError> {
+    let locker = Locker::new(RedisBackend::connect(url).await?);
+    let probe = probe.clone();
+    let prefix = format!("{prefix}:w5");
+    tokio::spawn(async move { hold(&locker, &probe, &prefix, config).await }).await?
+}
+
+async fn hold(
+    locker: &Locker<RedisBackend>,
+    probe: &Probe,
+    prefix: &str,
+    config: Config,
+) -> Result<Vec<Measurement>, BenchError> {
+    let options = LockOptions::new().watchdog_lease(config.lease);
+    let period = config.lease / 3;
+    // Unmeasured: one pair, so the connection, the scripts and the watchdog task exist.
+    let warm = format!("{prefix}:warm");
+    let guard = locker
+        .lock_with(&warm, &options)
+        .await?
+        .ok_or("W5: warm-up lock busy")?;
+    let _ = guard.release().await?;
+
+    let mut tally = Tally::new();
+    let rss_before = rss_bytes();
+    let mut guards = Vec::with_capacity(config.locks);
+    let started = Instant::now();
+    for i in 0..config.locks {
+        let name = format!("{prefix}:{i}");
+        let sent = Instant::now();
+        let guard = locker
+            .lock_with(&name, &options)
+            .await?
+            .ok_or_else(|| format!("W5: {name} was busy"))?;
+        record(&mut tally.latency, sent.elapsed());
+        guards.push(guard);
+    }
+    tally.elapsed = started.elapsed();
+    tally.ops = config.locks as u64;
+
+    // The hold phase: nothing but the watchdog runs.
+    let before = probe.snapshot().await?;
+    let cpu_before = cpu_time();
+    let holding = Instant::now();
+    tokio::time::sleep(period * config.periods).await;
+    let held_for = holding.elapsed();
+    let cpu = cpu_time()
+        .zip(cpu_before)
+        .map(|(after, before)| after.saturating_sub(before));
+    let counters = probe.snapshot().await?.since(&before);
+    let rss_after = rss_bytes();
+    let lost = guards.iter().filter(|guard| guard.is_lost()).count();
+
+    let releasing = Instant::now();
+    for guard in guards {
+        match guard.release().await? {
+            ReleaseOutcome::Released => {}
+            other => return Err(format!("W5: release answered {other:?}").into()),
+        }
+    }
+    let released_in = releasing.elapsed();
+    let keys_left = probe.count_keys(&format!("{prefix}:*")).await?;
+    if lost > 0 || keys_left > 0 {
+        eprintln!("W5: {lost} lease(s) lost, {keys_left} lock key(s) left after releasing all");
+    }
+
+    let periods = held_for.as_secs_f64() / period.as_secs_f64();
+    let renew_calls = counters.calls(SCRIPT_CALLS) as f64;
+    let rss_per_lock = match (rss_before, rss_after) {
+        (Some(before), Some(after)) => (after as f64 - before as f64) / config.locks.max(1) as f64,
+        _ => f64::NAN,
+    };
+    let cpu_pct = cpu.map_or(f64::NAN, |cpu| {
+        cpu.as_secs_f64() / held_for.as_secs_f64() * 100.0
+    });
+    let mut row = tally.into_row(WORKLOAD, "distlock-watchdog", 1, 1);
+    // Hold-phase costs per renewal period instead of per acquisition.
+    let whole_periods = periods.round().max(1.0);
+    row.cost = counters.per_op(whole_periods as u64);
+    // getrusage's microseconds rather than /proc/self/stat's 10 ms ticks.
+    row.cost.client_cpu_us = cpu.map(|cpu| cpu.as_secs_f64() * 1e6 / whole_periods);
+    row.per = "period";
+    row.extra = vec![
+        ("locks", config.locks as f64),
+        ("lease_ms", config.lease.as_secs_f64() * 1e3),
+        ("periods", periods),
+        ("renew_calls_per_period_per_node", renew_calls / periods),
+        ("cpu_pct", cpu_pct),
+        ("rss_per_lock_b", rss_per_lock),
+        ("lost", lost as f64),
+        ("release_all_s", released_in.as_secs_f64()),
+        ("keys_left", keys_left as f64),
+    ];
+    Ok(vec![row])
+}
+
+/// This process's resident set in bytes (`/proc/self/statm`, Linux only).
+fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split(' ').nth(1)?.parse().ok()?;
+    Some(pages * page_size()?)
+}
+
+#[allow(unsafe_code)]
+fn page_size() -> Option<u64> {
+    // SAFETY: `sysconf` only reads a configuration value.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(size).ok().filter(|&size| size > 0)
+}
+
+/// User + system CPU time of this process (every thread), from `getrusage(RUSAGE_SELF)`.
+#[allow(unsafe_code)]
+fn cpu_time() -> Option<Duration> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `usage` is a valid, writable `rusage`; `getrusage` fills it in and touches nothing
+    // else.
+    let status = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    if status != 0 {
+        return None;
+    }
+    // SAFETY: `getrusage` succeeded, so it initialised `usage` (it was zeroed before anyway).
+    let usage = unsafe { usage.assume_init() };
+    let time = |tv: libc::timeval| {
+        Duration::from_secs(u64::try_from(tv.tv_sec).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(tv.tv_usec).unwrap_or(0))
+    };
+    Some(time(usage.ru_utime) + time(usage.ru_stime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_rss_and_cpu() {
+        if cfg!(target_os = "linux") {
+            assert!(rss_bytes().is_some_and(|rss| rss > 0));
+            assert!(cpu_time().is_some());
+        }
+    }
+}
