@@ -257,22 +257,23 @@ impl<B: LockBackend> LockGuard<B> {
     /// If cancelled, the release may or may not have reached the store; the watchdog is already
     /// stopped, so the lock is gone by the end of its lease at the latest.
     pub async fn release(mut self) -> Result<ReleaseOutcome> {
-        self.finish();
+        let keep = self.finish();
         self.locker
-            .release_hold(&self.name, &self.field, self.lease)
+            .release_keeping(&self.name, &self.field, self.lease, keep)
             .await
     }
 
     /// Stops the watchdog and the local bookkeeping; the server-side release is the caller's.
-    fn finish(&mut self) {
+    /// Returns the holds of this owner on this name still known afterwards.
+    fn finish(&mut self) -> u32 {
         if self.finished {
-            return;
+            return self.locker.known_holds(&self.name, &self.field);
         }
         self.finished = true;
         if let Some(id) = self.watchdog_id {
             self.locker.watchdog.unregister(id);
         }
-        self.locker.forget_hold(&self.name, &self.field);
+        self.locker.forget_hold(&self.name, &self.field)
     }
 }
 

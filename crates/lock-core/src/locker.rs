@@ -56,20 +56,24 @@ impl<B: LockBackend> LockerInner<B> {
         }
     }
 
-    pub(crate) fn forget_hold(&self, name: &str, field: &str) {
+    /// Forgets one hold; returns the holds of that owner on that name still known.
+    pub(crate) fn forget_hold(&self, name: &str, field: &str) -> u32 {
         let mut holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
         let Some(owners) = holds.get_mut(name) else {
-            return;
+            return 0;
         };
+        let mut left = 0;
         if let Some(count) = owners.get_mut(field) {
             *count -= 1;
-            if *count == 0 {
+            left = *count;
+            if left == 0 {
                 owners.remove(field);
             }
         }
         if owners.is_empty() {
             holds.remove(name);
         }
+        left
     }
 
     fn note_debt(&self, name: &str, field: &str, lease: Duration) {
@@ -159,6 +163,17 @@ impl<B: LockBackend> LockerInner<B> {
         lease: Duration,
     ) -> Result<ReleaseOutcome> {
         let keep = self.known_holds(name, field);
+        self.release_keeping(name, field, lease, keep).await
+    }
+
+    /// As [`Self::release_hold`], with the holds still known already read (`keep`).
+    pub(crate) async fn release_keeping(
+        &self,
+        name: &str,
+        field: &str,
+        lease: Duration,
+        keep: u32,
+    ) -> Result<ReleaseOutcome> {
         // On failure the hold is already forgotten locally, so the debt, when settled, lowers
         // the count to what is still known: this release happens then (or when the lease ends).
         self.settle_debt(name, field, keep + 1).await?;
