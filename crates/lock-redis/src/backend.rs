@@ -10,6 +10,7 @@ use lock_core::{
 use redis::aio::MultiplexedConnection;
 use redis::{Cmd, FromRedisValue, Pipeline, Script, ServerErrorKind, Value};
 
+use crate::coalesce::{Coalescer, Turn};
 use crate::errors::map_error;
 use crate::fast;
 use crate::keys;
@@ -226,6 +227,7 @@ impl RedisBackendBuilder {
                 notifications,
                 kind: self.kind,
                 native_delete,
+                coalescer: Coalescer::default(),
             }),
         })
     }
@@ -239,6 +241,8 @@ struct Inner {
     kind: LockKind,
     /// How the fast lock is given back on this server.
     native_delete: fast::NativeDelete,
+    /// Lock and unlock calls made at the same moment share pipelines.
+    coalescer: Coalescer,
 }
 
 /// A lock store on one Redis or Valkey node, with Redisson's `RLock` layout.
@@ -318,6 +322,10 @@ impl RedisBackend {
         &self.inner.links
     }
 
+    pub(crate) fn coalescer(&self) -> &Coalescer {
+        &self.inner.coalescer
+    }
+
     /// The timeout for a call that sets `lease`: the command timeout, but never more than half
     /// the lease (an answer after that is of little use).
     pub(crate) fn call_timeout(&self, lease: Option<Duration>) -> Duration {
@@ -356,22 +364,36 @@ impl RedisBackend {
         }
     }
 
-    /// Runs plain commands as one pipeline, followed by an `ECHO` of the request id that proves
-    /// the replies are this call's, and returns their replies. Timeouts and replies out of step
-    /// are handled as in [`Self::run`]; an error reply is trusted at once, since the echo after
-    /// it came back in step.
-    pub(crate) async fn run_pipeline(
+    /// Sends `commands` as one pipeline and returns the replies cut into groups of `counts`
+    /// (error replies included as `Value::ServerError`): the pipeline of several coalesced
+    /// calls.
+    pub(crate) async fn pipeline_of(
         &self,
+        commands: Vec<Cmd>,
+        counts: &[usize],
         timeout: Duration,
-        build: impl Fn(&mut Pipeline),
-    ) -> Result<Vec<Value>> {
+    ) -> Result<Vec<Vec<Value>>> {
+        let mut pipeline = redis::pipe();
+        for command in commands {
+            pipeline.add_command(command);
+        }
+        let mut replies = self.send_pipeline(pipeline, timeout).await?.into_iter();
+        Ok(counts
+            .iter()
+            .map(|&count| replies.by_ref().take(count).collect())
+            .collect())
+    }
+
+    /// Sends `pipeline` followed by a `PING` with a fresh request id (answered with that id), and returns the replies
+    /// before the echo, error replies included. Timeouts and replies out of step are handled as
+    /// in [`Self::run`]; an error reply is trusted at once, since the echo after it came back in
+    /// step.
+    async fn send_pipeline(&self, mut pipeline: Pipeline, timeout: Duration) -> Result<Vec<Value>> {
         let deadline = tokio::time::Instant::now() + timeout;
         let links = &self.inner.links;
         let link = self.link_by(deadline, timeout).await?;
         let nonce = links.next_nonce();
-        let mut pipeline = redis::pipe();
-        build(&mut pipeline);
-        pipeline.cmd("ECHO").arg(nonce);
+        pipeline.cmd("PING").arg(nonce);
         let count = pipeline.len();
         let mut connection = link.connection();
         let sent = connection.send_packed_commands(&pipeline, 0, count);
@@ -391,13 +413,66 @@ impl RedisBackend {
             return Err(out_of_step());
         }
         replies.pop();
-        if let Some(Value::ServerError(error)) = replies
-            .iter()
-            .find(|reply| matches!(reply, Value::ServerError(_)))
-        {
-            return Err(map_error(&error.clone().into(), timeout));
-        }
         Ok(replies)
+    }
+
+    /// Runs one lock script in a pipeline shared with concurrent calls (see [`crate::coalesce`])
+    /// and decodes its reply (after the echoed request id) as `T`. The script's own request id
+    /// is `0`: the `PING <id>` that ends the pipeline proves the reply is this call's.
+    pub(crate) async fn run_coalesced<T: FromRedisValue>(
+        &self,
+        script: &LockScript,
+        keys: usize,
+        timeout: Duration,
+        fill: impl Fn(&mut Cmd),
+    ) -> Result<T> {
+        let command = |whole: bool| {
+            let mut command = if whole {
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(script.source);
+                eval
+            } else {
+                let mut evalsha = redis::cmd("EVALSHA");
+                evalsha.arg(script.script.get_hash());
+                evalsha
+            };
+            command.arg(keys);
+            fill(&mut command);
+            command.arg(0);
+            command
+        };
+        let answer = match self.take_turn(timeout, || vec![command(false)]) {
+            // Alone: the script's own request id proves the reply, no `PING` needed.
+            Turn::Alone(slot) => {
+                let reply = self.run(script, keys, timeout, fill).await;
+                drop(slot);
+                return reply;
+            }
+            Turn::Queued(answer) => answer,
+        };
+        let mut reply = answer.await.unwrap_or_else(|_| {
+            Err(Error::ConnectionLost(
+                "the pipeline carrying the call was dropped".into(),
+            ))
+        })?;
+        if let Some(Value::ServerError(error)) = reply.first()
+            && error.kind() == Some(ServerErrorKind::NoScript)
+        {
+            // In step (the pipeline's echo said so): the script did not run; send it whole.
+            reply = self.send_coalesced(vec![command(true)], timeout).await?;
+        }
+        match reply.pop() {
+            Some(Value::Array(mut items)) if !items.is_empty() => {
+                items.remove(0);
+                T::from_redis_value(Value::Array(items)).map_err(|error| {
+                    Error::Protocol(format!("unexpected lock script reply: {error}"))
+                })
+            }
+            Some(Value::ServerError(error)) => Err(map_error(&error.into(), timeout)),
+            other => Err(Error::Protocol(format!(
+                "unexpected lock script reply: {other:?}"
+            ))),
+        }
     }
 
     /// The current link, waiting (until `deadline`) for a replacement if one is being made.
@@ -591,7 +666,7 @@ impl LockBackend for RedisBackend {
         }
         let token_key = keys::token_key(request.name);
         let reply: Vec<i64> = self
-            .run(
+            .run_coalesced(
                 &ACQUIRE,
                 2,
                 self.call_timeout(Some(request.lease)),
@@ -614,7 +689,7 @@ impl LockBackend for RedisBackend {
         }
         let channel = keys::channel(name);
         let (reply,): (i64,) = self
-            .run(&RELEASE, 1, self.call_timeout(None), |command| {
+            .run_coalesced(&RELEASE, 1, self.call_timeout(None), |command| {
                 command
                     .arg(name)
                     .arg(millis(lease))

@@ -4,7 +4,7 @@
 //! of a Lua script; giving it back is a compare-and-delete, native where the server has one
 //! (`DELIFEQ` on Valkey 9, `DELEX … IFEQ` on Redis 8.4) and a short script otherwise, plus the
 //! same release message on the same channel as the reentrant lock. Plain commands cannot echo
-//! a request id the way the scripts do, so each call is a pipeline ending in `ECHO <id>` (see
+//! a request id the way the scripts do, so each call is a pipeline ending in `PING <id>` (see
 //! `RedisBackend::run_pipeline`). Everything that must look at the key before writing (a
 //! fencing token, renewals, inspection, force-release) stays a script.
 
@@ -15,6 +15,7 @@ use lock_core::{AcquireOutcome, AcquireRequest, Error, Grant, ReleaseOutcome, Re
 use redis::{Cmd, Value};
 
 use crate::backend::{LockScript, RedisBackend, acquire_outcome, millis, ttl_from_pttl};
+use crate::errors::map_error;
 use crate::keys;
 use crate::link::{Cleanup, Links};
 
@@ -77,17 +78,13 @@ pub(crate) async fn try_acquire(
             .await?;
         return acquire_outcome(&reply, true);
     }
-    let replies = backend
-        .run_pipeline(timeout, |pipeline| {
-            pipeline
-                .cmd("SET")
-                .arg(request.name)
-                .arg(request.owner)
-                .arg("NX")
-                .arg("PX")
-                .arg(millis(request.lease));
-        })
-        .await?;
+    let mut set = redis::cmd("SET");
+    set.arg(request.name)
+        .arg(request.owner)
+        .arg("NX")
+        .arg("PX")
+        .arg(millis(request.lease));
+    let replies = backend.send_coalesced(vec![set], timeout).await?;
     match replies.first() {
         Some(Value::Okay) => Ok(AcquireOutcome::Acquired(Grant {
             hold_count: 1,
@@ -100,11 +97,9 @@ pub(crate) async fn try_acquire(
         // Held: a second round trip for how long, so the waiter's timer is capped by it. Only
         // the contended path pays it.
         Some(Value::Nil) => {
-            let replies = backend
-                .run_pipeline(timeout, |pipeline| {
-                    pipeline.cmd("PTTL").arg(request.name);
-                })
-                .await?;
+            let mut pttl = redis::cmd("PTTL");
+            pttl.arg(request.name);
+            let replies = backend.send_coalesced(vec![pttl], timeout).await?;
             match replies.first() {
                 Some(Value::Int(pttl)) => Ok(AcquireOutcome::Held {
                     ttl: ttl_from_pttl(*pttl),
@@ -112,6 +107,7 @@ pub(crate) async fn try_acquire(
                 other => Err(Error::Protocol(format!("PTTL answered {other:?}"))),
             }
         }
+        Some(Value::ServerError(error)) => Err(map_error(&error.clone().into(), timeout)),
         other => Err(Error::Protocol(format!("SET NX answered {other:?}"))),
     }
 }
@@ -126,7 +122,7 @@ pub(crate) async fn release(
     let deleted = match backend.native_delete() {
         NativeDelete::None => {
             let (deleted,): (i64,) = backend
-                .run(&RELEASE, 1, timeout, |command| {
+                .run_coalesced(&RELEASE, 1, timeout, |command| {
                     command
                         .arg(name)
                         .arg(owner)
@@ -140,20 +136,25 @@ pub(crate) async fn release(
             // The release message goes out even when nothing was deleted (the lease had run
             // out): a pipeline cannot make it conditional, and a spare wake-up only makes a
             // waiter look again.
+            let mut delete = match native {
+                NativeDelete::DelIfEq => redis::cmd("DELIFEQ"),
+                _ => redis::cmd("DELEX"),
+            };
+            delete.arg(name);
+            if native != NativeDelete::DelIfEq {
+                delete.arg("IFEQ");
+            }
+            delete.arg(owner);
+            let mut publish = redis::cmd("PUBLISH");
+            publish.arg(&channel).arg(keys::UNLOCK_MESSAGE);
             let replies = backend
-                .run_pipeline(timeout, |pipeline| {
-                    match native {
-                        NativeDelete::DelIfEq => pipeline.cmd("DELIFEQ").arg(name).arg(owner),
-                        _ => pipeline.cmd("DELEX").arg(name).arg("IFEQ").arg(owner),
-                    };
-                    pipeline
-                        .cmd("PUBLISH")
-                        .arg(&channel)
-                        .arg(keys::UNLOCK_MESSAGE);
-                })
+                .send_coalesced(vec![delete, publish], timeout)
                 .await?;
             match replies.first() {
                 Some(Value::Int(deleted)) => *deleted,
+                Some(Value::ServerError(error)) => {
+                    return Err(map_error(&error.clone().into(), timeout));
+                }
                 other => return Err(Error::Protocol(format!("DELIFEQ answered {other:?}"))),
             }
         }

@@ -28,6 +28,7 @@
 //! ```
 
 mod backend;
+mod coalesce;
 mod errors;
 mod fast;
 pub mod keys;

@@ -1,0 +1,214 @@
+//! Coalescing: lock and unlock calls made at the same moment share one pipeline.
+//!
+//! With many tasks locking at once, most of a call's cost is the client's per-request work
+//! (encoding, a channel hop to the connection task, a timer, waking the caller), not the
+//! server's. So at most [`MAX_IN_FLIGHT`] pipelines are in flight per backend: a call that finds
+//! a free slot sends its commands at once (a lone caller pays nothing extra), and calls arriving
+//! while the slots are busy queue up and go out together, in arrival order, as soon as a slot
+//! frees. Every pipeline ends with a `PING <request id>` whose answer proves all the replies before
+//! it belong to it (see `crate::link`).
+//!
+//! A queued call is bounded by the pipeline ahead of it and its own, each within its timeout. A
+//! caller that gives up while queued (its future dropped) is skipped when the batch is made:
+//! nothing of it is sent. Once sent, the commands run whatever happens to the caller, as for a
+//! call sent alone.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use lock_core::{Error, Result};
+use redis::{Cmd, Value};
+use tokio::sync::oneshot;
+
+use crate::backend::RedisBackend;
+
+/// Pipelines in flight at once per backend: two, so the server works on one while the client
+/// reads the replies of the other and fills the next.
+const MAX_IN_FLIGHT: usize = 2;
+/// At most this many commands go into one pipeline.
+const MAX_BATCH_COMMANDS: usize = 512;
+
+/// One queued call: its commands, its timeout, and where its replies go.
+struct Pending {
+    commands: Vec<Cmd>,
+    timeout: Duration,
+    reply: oneshot::Sender<Result<Vec<Value>>>,
+}
+
+#[derive(Default)]
+struct State {
+    queue: Vec<Pending>,
+    in_flight: usize,
+}
+
+/// The queue of one backend.
+#[derive(Default)]
+pub(crate) struct Coalescer {
+    state: Mutex<State>,
+}
+
+fn lock(coalescer: &Coalescer) -> std::sync::MutexGuard<'_, State> {
+    coalescer
+        .state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A pipeline slot held by whoever sends; freed (or handed to a task that sends the queue) when
+/// dropped, also if the sender's future is dropped mid-call.
+pub(crate) struct Slot {
+    backend: RedisBackend,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let coalescer = self.backend.coalescer();
+        let mut state = lock(coalescer);
+        if state.queue.is_empty() {
+            state.in_flight -= 1;
+            return;
+        }
+        drop(state);
+        // Calls are waiting: the slot passes to a task that sends them, so this caller returns
+        // at once.
+        let backend = self.backend.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(drain(backend));
+        } else {
+            // No runtime to send on: fail the waiting calls rather than leave them hanging.
+            let mut state = lock(coalescer);
+            state.in_flight -= 1;
+            for pending in state.queue.drain(..) {
+                let _ = pending.reply.send(Err(Error::ConnectionLost(
+                    "the runtime shut down before the call was sent".into(),
+                )));
+            }
+        }
+    }
+}
+
+/// What a call gets from the coalescer: a free pipeline slot (send alone, now) or a place in
+/// the queue (its replies arrive on the receiver).
+pub(crate) enum Turn {
+    Alone(Slot),
+    Queued(oneshot::Receiver<Result<Vec<Value>>>),
+}
+
+impl RedisBackend {
+    /// Takes a free pipeline slot, or queues the commands `make` builds. One step under one
+    /// lock, so a call never queues just after the last pipeline in flight looked at the queue.
+    pub(crate) fn take_turn(&self, timeout: Duration, make: impl FnOnce() -> Vec<Cmd>) -> Turn {
+        let mut state = lock(self.coalescer());
+        if state.in_flight < MAX_IN_FLIGHT {
+            state.in_flight += 1;
+            drop(state);
+            return Turn::Alone(Slot {
+                backend: self.clone(),
+            });
+        }
+        let (reply, answer) = oneshot::channel();
+        state.queue.push(Pending {
+            commands: make(),
+            timeout,
+            reply,
+        });
+        Turn::Queued(answer)
+    }
+
+    /// Sends `commands` in a pipeline (shared with concurrent calls) and returns their replies,
+    /// in order, error replies included as `Value::ServerError`.
+    ///
+    /// # Errors
+    ///
+    /// `Timeout` or `ConnectionLost` (both ambiguous) when the pipeline as a whole failed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped while queued, nothing is sent; dropped after sending, the commands still run.
+    pub(crate) async fn send_coalesced(
+        &self,
+        commands: Vec<Cmd>,
+        timeout: Duration,
+    ) -> Result<Vec<Value>> {
+        let mut commands = Some(commands);
+        match self.take_turn(timeout, || commands.take().unwrap_or_default()) {
+            Turn::Alone(slot) => {
+                let commands = commands.unwrap_or_default();
+                let counts = [commands.len()];
+                let replies = self.pipeline_of(commands, &counts, timeout).await;
+                drop(slot);
+                Ok(replies?.pop().unwrap_or_default())
+            }
+            Turn::Queued(answer) => answer.await.unwrap_or_else(|_| {
+                Err(Error::ConnectionLost(
+                    "the pipeline carrying the call was dropped".into(),
+                ))
+            }),
+        }
+    }
+}
+
+/// Sends the queue, batch after batch, while calls wait; then frees the slot.
+async fn drain(backend: RedisBackend) {
+    loop {
+        let batch = {
+            let mut state = lock(backend.coalescer());
+            let mut batch = Vec::new();
+            let mut commands = 0;
+            let mut rest = Vec::new();
+            for pending in state.queue.drain(..) {
+                if pending.reply.is_closed() {
+                    continue; // the caller gave up before anything was sent
+                }
+                if commands > 0 && commands + pending.commands.len() > MAX_BATCH_COMMANDS {
+                    rest.push(pending);
+                    continue;
+                }
+                commands += pending.commands.len();
+                batch.push(pending);
+            }
+            state.queue = rest;
+            if batch.is_empty() {
+                state.in_flight -= 1;
+                return;
+            }
+            batch
+        };
+        let timeout = batch
+            .iter()
+            .map(|pending| pending.timeout)
+            .min()
+            .unwrap_or(Duration::from_secs(1));
+        let counts: Vec<usize> = batch.iter().map(|pending| pending.commands.len()).collect();
+        let mut commands = Vec::with_capacity(counts.iter().sum());
+        let mut replies_to = Vec::with_capacity(batch.len());
+        for pending in batch {
+            commands.extend(pending.commands);
+            replies_to.push(pending.reply);
+        }
+        match backend.pipeline_of(commands, &counts, timeout).await {
+            Ok(groups) => {
+                for (reply, group) in replies_to.into_iter().zip(groups) {
+                    let _ = reply.send(Ok(group));
+                }
+            }
+            Err(error) => {
+                for reply in replies_to {
+                    let _ = reply.send(Err(same_error(&error)));
+                }
+            }
+        }
+    }
+}
+
+/// The pipeline's failure, for each call it carried: only the kinds a pipeline as a whole
+/// can fail with keep their kind; anything else is reported as a lost connection (ambiguous,
+/// the safe reading).
+fn same_error(error: &Error) -> Error {
+    match error {
+        Error::Timeout { after } => Error::Timeout { after: *after },
+        Error::ConnectionLost(text) => Error::ConnectionLost(text.clone()),
+        Error::Protocol(text) => Error::Protocol(text.clone()),
+        other => Error::ConnectionLost(other.to_string()),
+    }
+}
