@@ -32,6 +32,7 @@ mod contenders;
 mod measurement;
 mod probe;
 mod server_limit;
+mod targets;
 mod w1;
 mod w2;
 mod w3;
@@ -305,6 +306,12 @@ fn main() -> Result<(), BenchError> {
         ratios.extend(multi);
     }
 
+    let goals = targets::targets(&medians);
+    if !goals.is_empty() {
+        println!("--- targets (medians of {} round(s)) ---", args.rounds);
+        goals.iter().for_each(|goal| println!("{}", goal.line()));
+    }
+
     // Only against our own throw-away server: redis-benchmark leaves `key:__rand_int__` behind.
     let limits = match &server {
         Some(server) if !args.no_redis_benchmark => {
@@ -325,7 +332,7 @@ fn main() -> Result<(), BenchError> {
             node_version: &node_version,
             counts: &counts,
         };
-        let json = to_json(&args, &servers, &rows, &medians, &ratios, &limits);
+        let json = to_json(&args, &servers, &rows, &medians, &ratios, &goals, &limits);
         std::fs::write(path, json)?;
         println!("wrote {}", path.display());
     }
@@ -527,6 +534,7 @@ fn to_json(
     rows: &[Measurement],
     medians: &[&Measurement],
     ratios: &[measurement::Ratio],
+    goals: &[targets::Target],
     limits: &[ServerLimit],
 ) -> String {
     let list = |items: Vec<String>| format!("[\n    {}\n  ]", items.join(",\n    "));
@@ -541,7 +549,7 @@ fn to_json(
         .collect();
     let counts: Vec<String> = servers.counts.iter().map(usize::to_string).collect();
     format!(
-        "{{\n  \"url\": {url},\n  \"server\": {version},\n  \"w4_urls\": [{}],\n  \"w4_server\": \"{}\",\n  \"w4_node_counts\": [{}],\n  \"threads\": {},\n  \"rounds\": {},\n  \"smoke\": {},\n  \"loadavg_end\": \"{}\",\n  \"results\": {},\n  \"medians\": {},\n  \"ratios\": {},\n  \"server_limit\": {}\n}}\n",
+        "{{\n  \"url\": {url},\n  \"server\": {version},\n  \"w4_urls\": [{}],\n  \"w4_server\": \"{}\",\n  \"w4_node_counts\": [{}],\n  \"threads\": {},\n  \"rounds\": {},\n  \"smoke\": {},\n  \"loadavg_end\": \"{}\",\n  \"results\": {},\n  \"medians\": {},\n  \"ratios\": {},\n  \"targets\": {},\n  \"server_limit\": {}\n}}\n",
         node_urls.join(", "),
         servers.node_version,
         counts.join(", "),
@@ -552,6 +560,7 @@ fn to_json(
         list(rows.iter().map(Measurement::to_json).collect()),
         list(medians.iter().map(|row| row.to_json()).collect()),
         list(ratios.iter().map(measurement::Ratio::to_json).collect()),
+        list(goals.iter().map(targets::Target::to_json).collect()),
         list(limits.iter().map(ServerLimit::to_json).collect()),
     )
 }

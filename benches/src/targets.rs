@@ -1,0 +1,162 @@
+//! The performance targets, each read off the rows of the same run (medians of the rounds) and
+//! printed with its measured value and whether it was met. Targets whose rows were not run are
+//! left out.
+
+use crate::measurement::Measurement;
+
+/// One target: what it compares, the value measured, and the bound.
+pub struct Target {
+    pub workload: &'static str,
+    pub what: String,
+    pub value: f64,
+    pub bound: Bound,
+}
+
+/// Which side of the limit passes.
+#[derive(Clone, Copy)]
+pub enum Bound {
+    AtLeast(f64),
+    AtMost(f64),
+}
+
+impl Target {
+    /// Whether the measured value is on the right side of the bound.
+    pub fn met(&self) -> bool {
+        match self.bound {
+            Bound::AtLeast(limit) => self.value >= limit,
+            Bound::AtMost(limit) => self.value <= limit,
+        }
+    }
+
+    /// The target as one line, e.g. `W1  distlock-lock ops/s ÷ ping2 = 0.91 (target ≥ 0.90) met`.
+    pub fn line(&self) -> String {
+        let (sign, limit) = match self.bound {
+            Bound::AtLeast(limit) => ("≥", limit),
+            Bound::AtMost(limit) => ("≤", limit),
+        };
+        format!(
+            "{:<3} {:<46} = {:>8.2}  (target {sign} {limit})  {}",
+            self.workload,
+            self.what,
+            self.value,
+            if self.met() { "met" } else { "NOT met" }
+        )
+    }
+
+    /// The target as a JSON object.
+    pub fn to_json(&self) -> String {
+        let (kind, limit) = match self.bound {
+            Bound::AtLeast(limit) => ("at_least", limit),
+            Bound::AtMost(limit) => ("at_most", limit),
+        };
+        format!(
+            "{{\"workload\":\"{}\",\"what\":\"{}\",\"value\":{:.4},\"{kind}\":{limit},\"met\":{}}}",
+            self.workload,
+            self.what,
+            self.value,
+            self.met()
+        )
+    }
+}
+
+fn row<'a>(rows: &[&'a Measurement], workload: &str, contender: &str) -> Option<&'a Measurement> {
+    rows.iter()
+        .copied()
+        .find(|row| row.workload == workload && row.contender == contender)
+}
+
+fn extra(row: &Measurement, name: &str) -> Option<f64> {
+    row.extra
+        .iter()
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| *value)
+}
+
+/// Every target that the rows allow to compute.
+pub fn targets(rows: &[&Measurement]) -> Vec<Target> {
+    let mut out = Vec::new();
+    let mut throughput = |workload: &'static str, a: &str, b: &str, bound: Bound| {
+        if let (Some(x), Some(y)) = (row(rows, workload, a), row(rows, workload, b)) {
+            out.push(Target {
+                workload,
+                what: format!("{a} ops/s ÷ {b}"),
+                value: x.ops_per_sec() / y.ops_per_sec(),
+                bound,
+            });
+        }
+    };
+    for lock in ["distlock-lock", "distlock-fixed"] {
+        throughput("W1", lock, "ping2", Bound::AtLeast(0.90));
+        throughput("W1", lock, "rslock", Bound::AtLeast(1.0));
+    }
+    throughput("W2", "distlock-fixed", "raw-script", Bound::AtLeast(0.85));
+    throughput("W2", "distlock-lock", "raw-script", Bound::AtLeast(0.85));
+    throughput("W2", "distlock-fast", "rslock", Bound::AtLeast(1.3));
+    throughput("W2", "distlock-fast-lock", "rslock", Bound::AtLeast(1.3));
+    throughput("W3", "distlock", "rslock", Bound::AtLeast(40.0));
+    throughput("W4", "redlock-5", "rslock-5", Bound::AtLeast(1.1));
+    throughput("W4", "redlock-3", "rslock-3", Bound::AtLeast(1.1));
+
+    if let (Some(lock), Some(ping)) = (row(rows, "W3", "distlock"), row(rows, "W3", "ping")) {
+        out.push(Target {
+            workload: "W3",
+            what: "distlock p50 wait ÷ PING p50".into(),
+            value: lock.quantile_us(0.5) / ping.quantile_us(0.5),
+            bound: Bound::AtMost(2.0),
+        });
+    }
+    if let Some(lock) = row(rows, "W3", "distlock") {
+        out.push(Target {
+            workload: "W3",
+            what: "distlock p99 wait, ms".into(),
+            value: lock.quantile_us(0.99) / 1000.0,
+            bound: Bound::AtMost(5.0),
+        });
+        if let (Some(min), Some(max)) = (extra(lock, "fair_min"), extra(lock, "fair_max")) {
+            out.push(Target {
+                workload: "W3",
+                what: "distlock acquisitions per task, min ÷ max".into(),
+                value: min / max,
+                bound: Bound::AtLeast(0.5),
+            });
+        }
+    }
+    if let Some(w5) = rows.iter().find(|row| row.workload == "W5") {
+        if let (Some(calls), Some(locks)) = (
+            extra(w5, "renew_calls_per_period_per_node"),
+            extra(w5, "locks"),
+        ) {
+            out.push(Target {
+                workload: "W5",
+                what: "renewal calls per 100 locks per node per period".into(),
+                value: calls * 100.0 / locks,
+                bound: Bound::AtMost(1.0),
+            });
+        }
+        if let Some(cpu) = extra(w5, "cpu_pct") {
+            out.push(Target {
+                workload: "W5",
+                what: "client CPU while holding, % of one core".into(),
+                value: cpu,
+                bound: Bound::AtMost(1.0),
+            });
+        }
+    }
+    if let Some(w6) = rows.iter().find(|row| row.workload == "W6") {
+        if let Some(connections) = extra(w6, "pubsub_conns") {
+            out.push(Target {
+                workload: "W6",
+                what: "notification connections per node".into(),
+                value: connections,
+                bound: Bound::AtMost(1.0),
+            });
+        }
+        out.push(Target {
+            workload: "W6",
+            what: "p99 wake-up, ms".into(),
+            value: w6.quantile_us(0.99) / 1000.0,
+            bound: Bound::AtMost(5.0),
+        });
+    }
+    out
+}
