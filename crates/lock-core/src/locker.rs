@@ -499,8 +499,8 @@ impl<B: LockBackend> Locker<B> {
         let watchdog_id = match lease {
             Lease::Watchdog { lease, max_hold } => Some(self.inner.watchdog.register(
                 WatchedLease {
-                    name: name.to_owned(),
-                    owner: field.clone(),
+                    name: Arc::from(name),
+                    owner: Arc::from(field.as_str()),
                     lease,
                     valid_until,
                     stop_at: max_hold.map(|max_hold| sent_at + max_hold),
