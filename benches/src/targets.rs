@@ -96,6 +96,8 @@ pub fn targets(rows: &[&Measurement]) -> Vec<Target> {
     throughput("W3", "distlock", "rslock", Bound::AtLeast(40.0));
     throughput("W4", "redlock-5", "rslock-5", Bound::AtLeast(1.1));
     throughput("W4", "redlock-3", "rslock-3", Bound::AtLeast(1.1));
+    throughput("W4", "redlock-fast-5", "rslock-5", Bound::AtLeast(1.1));
+    throughput("W4", "redlock-fast-3", "rslock-3", Bound::AtLeast(1.1));
 
     if let (Some(lock), Some(ping)) = (row(rows, "W3", "distlock"), row(rows, "W3", "ping")) {
         out.push(Target {

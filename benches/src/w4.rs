@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use lock_core::DynLockBackend;
 use lock_multi::MultiLock;
-use lock_redis::RedisBackend;
+use lock_redis::{LockKind, RedisBackend};
 use lock_redlock::RedLock;
 
 use crate::contenders::BenchError;
@@ -60,11 +60,18 @@ fn row_name(family: &str, nodes: usize) -> &'static str {
     format!("{family}-{nodes}").leak()
 }
 
-/// One `RedisBackend` (its own connection) per URL.
-async fn backends(urls: &[String]) -> Result<Vec<Arc<dyn DynLockBackend>>, BenchError> {
+/// One `RedisBackend` (its own connection) per URL, keeping locks of `kind`.
+async fn backends(
+    urls: &[String],
+    kind: LockKind,
+) -> Result<Vec<Arc<dyn DynLockBackend>>, BenchError> {
     let mut nodes: Vec<Arc<dyn DynLockBackend>> = Vec::with_capacity(urls.len());
     for url in urls {
-        nodes.push(Arc::new(RedisBackend::connect(url.as_str()).await?));
+        let backend = RedisBackend::builder(url.as_str())
+            .lock_kind(kind)
+            .connect()
+            .await?;
+        nodes.push(Arc::new(backend));
     }
     Ok(nodes)
 }
@@ -86,7 +93,7 @@ pub async fn connect(urls: &[String], counts: &[usize]) -> Result<Vec<Row>, Benc
             name: row_name("multi", n),
             nodes: n,
             client: Client::Multi(Distlock::new(
-                MultiLock::new(backends(urls).await?)?,
+                MultiLock::new(backends(urls, LockKind::Reentrant).await?)?,
                 Mode::Fixed,
             )),
         });
@@ -94,7 +101,17 @@ pub async fn connect(urls: &[String], counts: &[usize]) -> Result<Vec<Row>, Benc
             name: row_name("redlock", n),
             nodes: n,
             client: Client::RedLock(Distlock::new(
-                RedLock::new(backends(urls).await?)?,
+                RedLock::new(backends(urls, LockKind::Reentrant).await?)?,
+                Mode::Fixed,
+            )),
+        });
+        // The same RedLock over nodes that keep the fast (string-key) lock: like for like with
+        // rslock, whose nodes hold plain SET NX keys.
+        rows.push(Row {
+            name: row_name("redlock-fast", n),
+            nodes: n,
+            client: Client::RedLock(Distlock::new(
+                RedLock::new(backends(urls, LockKind::Fast).await?)?,
                 Mode::Fixed,
             )),
         });
