@@ -470,3 +470,55 @@ async fn a_cancellation_storm_leaves_no_keys_subscriptions_or_renewals() {
     }
     assert_no_leaks(&mut raw, &everyone, Duration::from_secs(2)).await;
 }
+
+/// A call that waits in the queue for a pipeline slot (both slots busy on a stalled server) and
+/// is dropped there sends nothing: once the server answers again, its lock was never taken. The
+/// calls that held the slots complete, and the backend keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_dropped_while_queued_for_a_pipeline_sends_nothing() {
+    let mut server = RedisServer::start().expect("start redis-server");
+    let mut raw = server.connection().await;
+    let backend = RedisBackend::builder(server.url())
+        .command_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .expect("connect");
+    let locker = Locker::new(backend);
+    let fixed = LockOptions::new().no_wait().lease(Duration::from_secs(30));
+
+    server.pause().expect("pause");
+    // Two calls take both pipeline slots and wait for the stalled server.
+    let busy: Vec<_> = ["slot:a", "slot:b"]
+        .into_iter()
+        .map(|name| {
+            let (locker, fixed) = (locker.clone(), fixed.clone());
+            tokio::spawn(async move { locker.lock_with(name, &fixed).await })
+        })
+        .collect();
+    sleep(Duration::from_millis(100)).await;
+    // A third call can only queue; it is given up before a slot frees.
+    let given_up = timeout(
+        Duration::from_millis(100),
+        locker.lock_with("queued", &fixed),
+    )
+    .await;
+    assert!(
+        given_up.is_err(),
+        "no slot was free: the call must still be queued"
+    );
+    server.resume().expect("resume");
+
+    for call in busy {
+        let guard = call.await.unwrap().expect("granted").expect("free");
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+    sleep(Duration::from_millis(200)).await;
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("queued")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(exists, 0, "the dropped call was never sent");
+    let later = locker.try_lock("queued").await.unwrap().expect("free");
+    assert_eq!(later.release().await.unwrap(), ReleaseOutcome::Released);
+}
