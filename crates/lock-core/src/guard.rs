@@ -273,7 +273,7 @@ impl<B: LockBackend> LockGuard<B> {
         if let Some(id) = self.watchdog_id {
             self.locker.watchdog.unregister(id);
         }
-        self.locker.forget_hold(&self.name, &self.field)
+        self.locker.forget_hold(&self.name, &self.field, self.lease)
     }
 }
 

@@ -36,9 +36,20 @@ pub(crate) struct LockerInner<B: LockBackend> {
     /// Each debt carries the end of the lease its unseen grant could have set: past it, with no
     /// hold of that owner left here, the store has expired the grant by itself and the debt is
     /// dropped (so a debt that nobody settles does not keep the hot path on the slow branch).
-    debts: Mutex<HashMap<String, HashMap<String, Instant>>>,
+    /// While holds of that owner live, their renewals keep the unseen count alive too, so the
+    /// end is pushed to one lease after the last of them ends (see `forget_hold`).
+    debts: Mutex<HashMap<String, HashMap<String, Debt>>>,
     /// Whether `debts` may be non-empty, so the hot path skips its lock.
     any_debt: std::sync::atomic::AtomicBool,
+}
+
+/// An unsettled cleanup of one (name, owner field).
+#[derive(Clone, Copy, Debug)]
+struct Debt {
+    /// When the store has surely expired the unseen grant, if no hold of the owner outlives it.
+    lapses: Instant,
+    /// The lease the unseen grant (or a later hold's last renewal) may have set.
+    lease: Duration,
 }
 
 impl<B: LockBackend> LockerInner<B> {
@@ -56,8 +67,31 @@ impl<B: LockBackend> LockerInner<B> {
         }
     }
 
-    /// Forgets one hold; returns the holds of that owner on that name still known.
-    pub(crate) fn forget_hold(&self, name: &str, field: &str) -> u32 {
+    /// Forgets one hold of lease `lease`; returns the holds of that owner on that name still
+    /// known.
+    ///
+    /// When that was the owner's last hold and a debt is open for it, the debt's lapse is pushed
+    /// to one lease from now: the hold's renewals kept the unseen count alive on the store until
+    /// now, so it only expires a lease after this (or goes when the release settles the debt).
+    /// The debts are locked before the holds, as `prune_lapsed_debts` does, so no prune sees the
+    /// hold gone before the lapse is pushed.
+    pub(crate) fn forget_hold(&self, name: &str, field: &str, lease: Duration) -> u32 {
+        if !self.any_debt.load(std::sync::atomic::Ordering::Acquire) {
+            return self.forget_known_hold(name, field);
+        }
+        let mut debts = self.debts.lock().unwrap_or_else(|e| e.into_inner());
+        let left = self.forget_known_hold(name, field);
+        if left == 0
+            && let Some(debt) = debts.get_mut(name).and_then(|owners| owners.get_mut(field))
+        {
+            let lease = debt.lease.max(lease);
+            debt.lease = lease;
+            debt.lapses = debt.lapses.max(Instant::now() + lease);
+        }
+        left
+    }
+
+    fn forget_known_hold(&self, name: &str, field: &str) -> u32 {
         let mut holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
         let Some(owners) = holds.get_mut(name) else {
             return 0;
@@ -79,12 +113,13 @@ impl<B: LockBackend> LockerInner<B> {
     fn note_debt(&self, name: &str, field: &str, lease: Duration) {
         let mut debts = self.debts.lock().unwrap_or_else(|e| e.into_inner());
         let lapses = Instant::now() + lease;
-        let entry = debts
+        let debt = debts
             .entry(name.to_owned())
             .or_default()
             .entry(field.to_owned())
-            .or_insert(lapses);
-        *entry = (*entry).max(lapses);
+            .or_insert(Debt { lapses, lease });
+        debt.lapses = debt.lapses.max(lapses);
+        debt.lease = debt.lease.max(lease);
         self.any_debt
             .store(true, std::sync::atomic::Ordering::Release);
     }
@@ -102,11 +137,11 @@ impl<B: LockBackend> LockerInner<B> {
 
     /// Drops the debts whose grant has expired on the store by now: past the lease, and no hold
     /// of that owner on that name left in this process (a live hold is renewed by the watchdog,
-    /// which keeps an extra count alive with it).
-    fn prune_lapsed_debts(&self, debts: &mut HashMap<String, HashMap<String, Instant>>) {
+    /// which keeps an extra count alive with it; its end pushes the lapse, see `forget_hold`).
+    fn prune_lapsed_debts(&self, debts: &mut HashMap<String, HashMap<String, Debt>>) {
         let now = Instant::now();
         debts.retain(|name, owners| {
-            owners.retain(|field, lapses| *lapses > now || self.known_holds(name, field) > 0);
+            owners.retain(|field, debt| debt.lapses > now || self.known_holds(name, field) > 0);
             !owners.is_empty()
         });
         if debts.is_empty() {
@@ -737,6 +772,10 @@ mod tests {
         apply_then_lose: std::sync::atomic::AtomicBool,
         /// This many cleanups fail (as timeouts) before they work again.
         failing_abandons: std::sync::atomic::AtomicUsize,
+        /// Every renewal fails at once (as a lost connection).
+        failing_renewals: std::sync::atomic::AtomicBool,
+        /// How many renewal calls were made.
+        renew_calls: std::sync::atomic::AtomicUsize,
     }
 
     impl Scripted {
@@ -747,6 +786,8 @@ mod tests {
                 drift: Duration::ZERO,
                 apply_then_lose: std::sync::atomic::AtomicBool::new(false),
                 failing_abandons: std::sync::atomic::AtomicUsize::new(0),
+                failing_renewals: std::sync::atomic::AtomicBool::new(false),
+                renew_calls: std::sync::atomic::AtomicUsize::new(0),
             }
         }
 
@@ -782,6 +823,10 @@ mod tests {
             self.inner.release(name, owner, lease).await
         }
         async fn renew(&self, renewals: &[crate::Renewal<'_>]) -> Result<Vec<crate::RenewOutcome>> {
+            self.renew_calls.fetch_add(1, Ordering::SeqCst);
+            if self.failing_renewals.load(Ordering::SeqCst) {
+                return Err(crate::Error::ConnectionLost("reset".into()));
+            }
             self.inner.renew(renewals).await
         }
         async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
@@ -866,6 +911,69 @@ mod tests {
             "the grant has expired on the store: nothing left to settle"
         );
         assert_eq!(other.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+
+    /// Takes an outer watchdog hold on `name`, then a re-entry of unknown outcome that the store
+    /// applied and whose cleanup fails: a debt of one unseen hold. Returns the outer guard.
+    async fn outer_hold_with_a_debt(locker: &Locker<Scripted>, name: &str) -> LockGuard<Scripted> {
+        let options = LockOptions::new().watchdog_lease(Duration::from_millis(300));
+        let outer = locker.lock_with(name, &options).await.unwrap().unwrap();
+        let backend = locker.backend();
+        backend.apply_then_lose.store(true, Ordering::SeqCst);
+        backend.failing_abandons.store(1, Ordering::SeqCst);
+        assert!(
+            locker.lock_with(name, &options.no_wait()).await.is_err(),
+            "re-entry of unknown outcome"
+        );
+        assert_eq!(holders(locker, name).await[0].1, 2, "the unseen re-entry");
+        // Well past the debt's lease: the watchdog renews the outer hold, and with it the
+        // unseen count.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!outer.is_lost());
+        assert_eq!(holders(locker, name).await[0].1, 2, "still there");
+        outer
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_debt_does_not_lapse_while_an_outer_hold_keeps_its_grant_alive() {
+        let locker = Locker::new(Scripted::new(vec![]));
+        let outer = outer_hold_with_a_debt(&locker, "kept").await;
+        assert_eq!(outer.release().await.unwrap(), ReleaseOutcome::Released);
+        assert!(holders(&locker, "kept").await.is_empty());
+        assert!(!locker.inner.any_debt.load(Ordering::SeqCst), "settled");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_debt_does_not_lapse_between_a_release_forgetting_its_hold_and_settling() {
+        let locker = Locker::new(Scripted::new(vec![]));
+        let outer = outer_hold_with_a_debt(&locker, "kept").await;
+        // The background release of a dropped guard runs later; another call looks at the
+        // debts in between.
+        drop(outer);
+        let other = locker.try_lock("other").await.unwrap().unwrap();
+        assert_eq!(other.release().await.unwrap(), ReleaseOutcome::Released);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(holders(&locker, "kept").await.is_empty());
+        assert!(!locker.inner.any_debt.load(Ordering::SeqCst), "settled");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failed_renewals_are_retried_after_the_retry_delay_not_at_once() {
+        let locker = Locker::new(Scripted::new(vec![]));
+        locker
+            .backend()
+            .failing_renewals
+            .store(true, Ordering::SeqCst);
+        let options = LockOptions::new().watchdog_lease(Duration::from_millis(300));
+        let guard = locker.lock_with("r", &options).await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(guard.lost().await, LeaseLoss::Expired);
+        let calls = locker.backend().renew_calls.load(Ordering::SeqCst);
+        // About one a retry delay (25 ms) between the first renewal and the end of the lease.
+        assert!(
+            (1..50).contains(&calls),
+            "{calls} renewal calls in one lease"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -43,6 +43,10 @@ struct Entry {
     owner: Arc<str>,
     lease: Duration,
     due: Instant,
+    /// The last renewal failed or was undecided and `due` is its retry: no batching slack
+    /// applies, so the retry delay is honoured (with the slack, which is longer than the delay,
+    /// a fast-failing store would be called again at once, in a tight loop).
+    retrying: bool,
     valid_until: Instant,
     stop_at: Option<Instant>,
     status: watch::Sender<LeaseStatus>,
@@ -135,6 +139,7 @@ impl<B: LockBackend> Watchdog<B> {
             Entry {
                 generation: 0,
                 due: acquired_at + renew_period(lease.lease),
+                retrying: false,
                 name: lease.name,
                 owner: lease.owner,
                 lease: lease.lease,
@@ -176,6 +181,7 @@ impl<B: LockBackend> Watchdog<B> {
             entry.lease = lease;
             entry.valid_until = valid_until;
             entry.due = renewed_at + renew_period(lease);
+            entry.retrying = false;
         }
     }
 
@@ -295,7 +301,12 @@ fn plan<B>(shared: &Shared<B>, epoch: u64) -> Next {
             }
             lease = lease.min(left);
         }
-        if entry.due <= now + batching_slack(entry.lease) {
+        let slack = if entry.retrying {
+            Duration::ZERO
+        } else {
+            batching_slack(entry.lease)
+        };
+        if entry.due <= now + slack {
             batch.push(Due {
                 id,
                 generation: entry.generation,
@@ -345,6 +356,7 @@ async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
     let retry_at = |registry: &mut Registry, id: u64| {
         if let Some(entry) = registry.entries.get_mut(&id) {
             entry.due = now + retry_delay(entry.lease);
+            entry.retrying = true;
         }
     };
     match result {
@@ -361,6 +373,7 @@ async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
                         let drift = shared.backend.clock_drift(due.lease);
                         entry.valid_until = sent_at + due.lease.saturating_sub(drift);
                         entry.due = sent_at + renew_period(entry.lease);
+                        entry.retrying = false;
                         let valid_until = entry.valid_until;
                         // No wake-up: `lost()` re-reads the deadline when its timer fires,
                         // and nothing else waits on it (one notify per renewal adds up with

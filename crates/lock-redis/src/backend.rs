@@ -14,7 +14,7 @@ use crate::coalesce::{Coalescer, Turn};
 use crate::errors::map_error;
 use crate::fast;
 use crate::keys;
-use crate::link::{self, Cleanup, Link, Links};
+use crate::link::{self, Alignment, Cleanup, Link, Links};
 use crate::pubsub::Notifications;
 
 /// One lock script: sent by hash (`EVALSHA`), or whole (`EVAL`) when the server does not have
@@ -450,11 +450,7 @@ impl RedisBackend {
             }
             Turn::Queued(answer) => answer,
         };
-        let mut reply = answer.await.unwrap_or_else(|_| {
-            Err(Error::ConnectionLost(
-                "the pipeline carrying the call was dropped".into(),
-            ))
-        })?;
+        let mut reply = crate::coalesce::queued_reply(answer, timeout).await?;
         if let Some(Value::ServerError(error)) = reply.first()
             && error.kind() == Some(ServerErrorKind::NoScript)
         {
@@ -526,8 +522,10 @@ impl RedisBackend {
         {
             // Sending the script whole is safe only if this NOSCRIPT really was ours (the
             // request did not run); a reply out of step could belong to a request that did.
-            if !link::in_step(links, link).await {
-                return Err(out_of_step());
+            match link::in_step(links, link).await {
+                Alignment::Proven => {}
+                Alignment::Broken => return Err(out_of_step()),
+                Alignment::Refused(refusal) => return Err(unattributable(&refusal)),
             }
             reply = link::send(links, link, &command(true)).await?;
         }
@@ -536,13 +534,16 @@ impl RedisBackend {
                 items.remove(0);
                 Ok(items)
             }
-            Value::ServerError(error) => {
-                if link::in_step(links, link).await {
+            Value::ServerError(error) => match link::in_step(links, link).await {
+                Alignment::Proven => Err(map_error(&error.into(), Duration::ZERO)),
+                Alignment::Broken => Err(out_of_step()),
+                // A busy or loading server refuses the PING as it refused the call: the same
+                // refusal twice is the server's state, not a reply out of step.
+                Alignment::Refused(refusal) if refusal.code() == error.code() => {
                     Err(map_error(&error.into(), Duration::ZERO))
-                } else {
-                    Err(out_of_step())
                 }
-            }
+                Alignment::Refused(refusal) => Err(unattributable(&refusal)),
+            },
             _ => {
                 links.discard(link, "reply out of step");
                 Err(out_of_step())
@@ -606,6 +607,14 @@ pub(crate) fn echoes(first: Option<&Value>, nonce: u64) -> bool {
         }
         _ => false,
     }
+}
+
+/// The error of a call whose error reply cannot be attributed: the check `PING` was refused
+/// with another error. Ambiguous, since the call may have run; the connection is kept.
+fn unattributable(refusal: &redis::ServerError) -> Error {
+    Error::ConnectionLost(format!(
+        "an error reply could not be attributed (the check PING was refused: {refusal:?})"
+    ))
 }
 
 /// The error of a call whose reply cannot be told apart from another request's: it may or may

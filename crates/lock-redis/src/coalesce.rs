@@ -70,19 +70,39 @@ impl Drop for Slot {
         }
         drop(state);
         // Calls are waiting: the slot passes to a task that sends them, so this caller returns
-        // at once.
-        let backend = self.backend.clone();
+        // at once. The guard is made here and moved into the task, so the slot is given back
+        // even if the task is dropped unpolled (its runtime shutting down).
+        let drainer = Drainer {
+            backend: self.backend.clone(),
+            done: false,
+        };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(drain(backend));
-        } else {
-            // No runtime to send on: fail the waiting calls rather than leave them hanging.
-            let mut state = lock(coalescer);
-            state.in_flight -= 1;
-            for pending in state.queue.drain(..) {
-                let _ = pending.reply.send(Err(Error::ConnectionLost(
-                    "the runtime shut down before the call was sent".into(),
-                )));
-            }
+            runtime.spawn(drain(drainer));
+        }
+        // Without a runtime the drainer is dropped here, failing the queued calls.
+    }
+}
+
+/// The slot held by a drain task. Dropped before the queue is empty (the task dropped with
+/// its runtime), it gives the slot back and fails the calls still queued, none of which was
+/// sent; calls in the batch being sent see their reply channel closed (ambiguous).
+struct Drainer {
+    backend: RedisBackend,
+    /// Set once the task gave the slot back itself (queue empty, under the lock).
+    done: bool,
+}
+
+impl Drop for Drainer {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut state = lock(self.backend.coalescer());
+        state.in_flight -= 1;
+        for pending in state.queue.drain(..) {
+            let _ = pending.reply.send(Err(Error::Unavailable(
+                "the runtime carrying the pipeline shut down; the call was not sent".into(),
+            )));
         }
     }
 }
@@ -139,17 +159,32 @@ impl RedisBackend {
                 drop(slot);
                 Ok(replies?.pop().unwrap_or_default())
             }
-            Turn::Queued(answer) => answer.await.unwrap_or_else(|_| {
-                Err(Error::ConnectionLost(
-                    "the pipeline carrying the call was dropped".into(),
-                ))
-            }),
+            Turn::Queued(answer) => queued_reply(answer, timeout).await,
         }
     }
 }
 
-/// Sends the queue, batch after batch, while calls wait; then frees the slot.
-async fn drain(backend: RedisBackend) {
+/// Waits for a queued call's replies: at most the pipeline ahead of it and its own, each
+/// within `timeout`. Past that the call gives up; if it was still queued nothing of it is sent
+/// (the batch skips closed calls), but it may already be on its way, so the error is a timeout
+/// (ambiguous).
+pub(crate) async fn queued_reply(
+    answer: oneshot::Receiver<Result<Vec<Value>>>,
+    timeout: Duration,
+) -> Result<Vec<Value>> {
+    match tokio::time::timeout(timeout * 2, answer).await {
+        Ok(Ok(replies)) => replies,
+        Ok(Err(_)) => Err(Error::ConnectionLost(
+            "the pipeline carrying the call was dropped".into(),
+        )),
+        Err(_) => Err(Error::Timeout { after: timeout * 2 }),
+    }
+}
+
+/// Sends the queue, batch after batch, while calls wait; then frees the slot (the drainer's
+/// drop, with the queue empty).
+async fn drain(mut drainer: Drainer) {
+    let backend = drainer.backend.clone();
     loop {
         let batch = {
             let mut state = lock(backend.coalescer());
@@ -169,7 +204,9 @@ async fn drain(backend: RedisBackend) {
             }
             state.queue = rest;
             if batch.is_empty() {
+                // Under the lock, with the queue empty: a call arriving later finds a free slot.
                 state.in_flight -= 1;
+                drainer.done = true;
                 return;
             }
             batch

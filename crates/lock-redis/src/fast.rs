@@ -84,32 +84,56 @@ pub(crate) async fn try_acquire(
         .arg("NX")
         .arg("PX")
         .arg(millis(request.lease));
-    let replies = backend.send_coalesced(vec![set], timeout).await?;
-    match replies.first() {
-        Some(Value::Okay) => Ok(AcquireOutcome::Acquired(Grant {
-            hold_count: 1,
-            fencing_token: None,
-        })),
-        Some(Value::SimpleString(ok)) if ok == "OK" => Ok(AcquireOutcome::Acquired(Grant {
-            hold_count: 1,
-            fencing_token: None,
-        })),
-        // Held: a second round trip for how long, so the waiter's timer is capped by it. Only
-        // the contended path pays it.
-        Some(Value::Nil) => {
-            let mut pttl = redis::cmd("PTTL");
-            pttl.arg(request.name);
-            let replies = backend.send_coalesced(vec![pttl], timeout).await?;
-            match replies.first() {
-                Some(Value::Int(pttl)) => Ok(AcquireOutcome::Held {
-                    ttl: ttl_from_pttl(*pttl),
-                }),
-                other => Err(Error::Protocol(format!("PTTL answered {other:?}"))),
+    let mut attempt = 1;
+    loop {
+        let replies = backend.send_coalesced(vec![set.clone()], timeout).await?;
+        match replies.first() {
+            Some(Value::Okay) => return Ok(acquired()),
+            Some(Value::SimpleString(ok)) if ok == "OK" => return Ok(acquired()),
+            // Held: a second round trip for how long, so the waiter's timer is capped by it.
+            // Only the contended path pays it.
+            Some(Value::Nil) => {
+                let mut pttl = redis::cmd("PTTL");
+                pttl.arg(request.name);
+                let replies = backend.send_coalesced(vec![pttl], timeout).await?;
+                match replies.first() {
+                    // The key expired (or was released) between the SET and the PTTL: the
+                    // lock is free, so take it now rather than have the waiter sleep without
+                    // a TTL to cap it.
+                    Some(Value::Int(-2)) if attempt < SET_ATTEMPTS => attempt += 1,
+                    // Still gone after every attempt (the name is changing hands quickly):
+                    // have the waiter look again at once.
+                    Some(Value::Int(-2)) => {
+                        return Ok(AcquireOutcome::Held {
+                            ttl: Some(Duration::ZERO),
+                        });
+                    }
+                    // A TTL, or -1 (no expiry: `None`).
+                    Some(Value::Int(pttl)) => {
+                        return Ok(AcquireOutcome::Held {
+                            ttl: ttl_from_pttl(*pttl),
+                        });
+                    }
+                    other => return Err(Error::Protocol(format!("PTTL answered {other:?}"))),
+                }
             }
+            Some(Value::ServerError(error)) => {
+                return Err(map_error(&error.clone().into(), timeout));
+            }
+            other => return Err(Error::Protocol(format!("SET NX answered {other:?}"))),
         }
-        Some(Value::ServerError(error)) => Err(map_error(&error.clone().into(), timeout)),
-        other => Err(Error::Protocol(format!("SET NX answered {other:?}"))),
     }
+}
+
+/// How many times `try_acquire` sends `SET NX` when the key it found taken is gone by the time
+/// it asks for the key's TTL.
+const SET_ATTEMPTS: u32 = 3;
+
+fn acquired() -> AcquireOutcome {
+    AcquireOutcome::Acquired(Grant {
+        hold_count: 1,
+        fencing_token: None,
+    })
 }
 
 pub(crate) async fn release(

@@ -21,6 +21,7 @@
 //! user without the right to `CLIENT INFO` / `CLIENT KILL` gets the replacement without the
 //! fence (logged once per replacement); see `docs/design.md`.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -63,7 +64,15 @@ struct Current {
     generation: u64,
     /// Cleanups that failed while there was no link: replayed on the new link, in order, right
     /// after the fence and before anything else can use it.
-    deferred: Vec<Cleanup>,
+    deferred: VecDeque<Cleanup>,
+    /// Clients to kill before the next link is published: the discarded link, and any attempt
+    /// link that sent cleanups and was then given up.
+    fences: Vec<ServerClient>,
+    /// The running replacement task, by number (0: none). Cleared when the task publishes a
+    /// link or ends in any other way (a task dropped with its runtime is started again by the
+    /// next caller); numbered so a task that ends late never clears a newer one's mark.
+    replacer: u64,
+    replacers_started: u64,
 }
 
 /// A cleanup (lower `owner`'s hold count on `name` to at most `keep`) that could not be sent.
@@ -125,11 +134,12 @@ impl Links {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(connect_timeout))
             .set_response_timeout(None);
-        let link = tokio::time::timeout(connect_timeout, establish(&client, &config, 1))
+        let mut link = tokio::time::timeout(connect_timeout, establish(&client, &config))
             .await
             .map_err(|_| Error::Timeout {
                 after: connect_timeout,
             })??;
+        link.generation = 1;
         let (published, _) = watch::channel(1);
         Ok(Links {
             shared: Arc::new(Shared {
@@ -139,7 +149,10 @@ impl Links {
                 current: Mutex::new(Current {
                     link: Some(Arc::new(link)),
                     generation: 1,
-                    deferred: Vec::new(),
+                    deferred: VecDeque::new(),
+                    fences: Vec::new(),
+                    replacer: 0,
+                    replacers_started: 0,
                 }),
                 published,
                 wanted: Notify::new(),
@@ -165,6 +178,7 @@ impl Links {
             if let Some(link) = self.ready() {
                 return link;
             }
+            self.ensure_replacing();
             self.shared.wanted.notify_one();
             // The sender lives in `shared`, which we hold: `changed` cannot fail.
             let _ = published.changed().await;
@@ -184,9 +198,9 @@ impl Links {
                 name = %current.deferred[0].name,
                 "too many cleanups wait for a connection; dropping the oldest (its lease ends it)"
             );
-            current.deferred.remove(0);
+            current.deferred.pop_front();
         }
-        current.deferred.push(cleanup);
+        current.deferred.push_back(cleanup);
         true
     }
 
@@ -205,16 +219,38 @@ impl Links {
             }
             current.link = None;
             current.generation += 1;
+            current.fences.extend(link.identity.clone());
         }
         tracing::debug!(
             why,
             generation = link.generation,
             "replacing the command connection"
         );
-        let shared = Arc::downgrade(&self.shared);
-        let old = link.identity.clone();
-        let generation = link.generation + 1;
-        tokio::spawn(replace(shared, old, generation));
+        self.ensure_replacing();
+    }
+
+    /// Starts the replacement task unless one runs (or a link is up).
+    fn ensure_replacing(&self) {
+        let number = {
+            let mut current = lock(&self.shared.current);
+            if current.link.is_some() || current.replacer != 0 {
+                return;
+            }
+            current.replacers_started += 1;
+            current.replacer = current.replacers_started;
+            current.replacer
+        };
+        let flag = ReplacingFlag {
+            shared: Arc::downgrade(&self.shared),
+            number,
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(replace(flag));
+            }
+            // No runtime: the next caller (which has one) starts it.
+            Err(_) => drop(flag),
+        }
     }
 }
 
@@ -244,12 +280,32 @@ const MAX_ATTEMPT_INTERVAL: Duration = Duration::from_millis(200);
 /// The shortest pause between the starts of two attempts, even when callers are waiting.
 const MIN_ATTEMPT_INTERVAL: Duration = Duration::from_millis(5);
 
+/// Clears `replacing` when the replacement task ends in any way, including being dropped with
+/// its runtime before or while it runs, so that the next caller starts a new one.
+struct ReplacingFlag {
+    shared: Weak<Shared>,
+    number: u64,
+}
+
+impl Drop for ReplacingFlag {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.upgrade() {
+            let mut current = lock(&shared.current);
+            if current.replacer == self.number {
+                current.replacer = 0;
+            }
+        }
+    }
+}
+
 /// Keeps trying to make the replacement link until it is published or the backend is dropped.
 ///
 /// Attempts overlap: a new one starts every interval (5 ms, doubling up to 200 ms) even while
 /// earlier ones hang, so an attempt stuck on a fault that has since cleared (a dropped reply, a
-/// server that was paused) does not hold up recovery for a whole connect timeout.
-async fn replace(shared: Weak<Shared>, old: Option<ServerClient>, generation: u64) {
+/// server that was paused) does not hold up recovery for a whole connect timeout. Only this
+/// task fences, replays and publishes, one link at a time.
+async fn replace(flag: ReplacingFlag) {
+    let shared = flag.shared.clone();
     let mut attempts = FuturesUnordered::new();
     let mut interval = MIN_ATTEMPT_INTERVAL;
     let mut next_start = tokio::time::Instant::now();
@@ -259,15 +315,10 @@ async fn replace(shared: Weak<Shared>, old: Option<ServerClient>, generation: u6
             return;
         };
         if attempts.len() < MAX_ATTEMPTS && tokio::time::Instant::now() >= next_start {
-            let (client, config, old) = (strong.client.clone(), strong.config.clone(), old.clone());
+            let (client, config) = (strong.client.clone(), strong.config.clone());
             let attempt_timeout = strong.attempt_timeout;
             attempts.push(async move {
-                let attempt = async {
-                    let link = establish(&client, &config, generation).await?;
-                    fence(&link, old.as_ref()).await?;
-                    Ok::<Link, Error>(link)
-                };
-                tokio::time::timeout(attempt_timeout, attempt)
+                tokio::time::timeout(attempt_timeout, establish(&client, &config))
                     .await
                     .unwrap_or(Err(Error::Timeout {
                         after: attempt_timeout,
@@ -277,79 +328,91 @@ async fn replace(shared: Weak<Shared>, old: Option<ServerClient>, generation: u6
             next_start = last_start + interval;
             interval = (interval * 2).min(MAX_ATTEMPT_INTERVAL);
         }
+        let room = attempts.len() < MAX_ATTEMPTS;
         let wanted = async {
             strong.wanted.notified().await;
         };
         tokio::select! {
             Some(result) = attempts.next(), if !attempts.is_empty() => match result {
-                Ok(link) => {
-                    let Some(strong) = shared.upgrade() else {
-                        return;
-                    };
+                Ok(mut link) => {
+                    link.generation = lock(&strong.current).generation;
                     let link = Arc::new(link);
                     match tokio::time::timeout(strong.attempt_timeout, publish(&strong, &link)).await {
                         Ok(Ok(())) => return,
-                        Ok(Err(error)) => tracing::debug!(%error, "could not replay cleanups; retrying"),
-                        Err(_) => tracing::debug!("replaying cleanups timed out; retrying"),
+                        Ok(Err(error)) => tracing::debug!(%error, "could not fence or replay on a new connection; retrying"),
+                        Err(_) => tracing::debug!("fencing or replaying on a new connection timed out; retrying"),
                     }
+                    // This link may have sent cleanups that are still on their way: the next
+                    // link fences it too.
+                    lock(&strong.current).fences.extend(link.identity.clone());
                 }
                 Err(error) => {
                     tracing::debug!(%error, "could not replace the command connection; retrying");
                 }
             },
-            () = tokio::time::sleep_until(next_start) => {}
-            () = wanted => next_start = next_start.min(last_start + MIN_ATTEMPT_INTERVAL),
+            // Only while there is room for another attempt: with every slot taken, wait for one
+            // to finish rather than spin.
+            () = tokio::time::sleep_until(next_start), if room => {}
+            () = wanted, if room => next_start = next_start.min(last_start + MIN_ATTEMPT_INTERVAL),
         }
     }
 }
 
-/// Replays the deferred cleanups on the new (fenced) `link`, then publishes it. Cleanups
-/// deferred while replaying are replayed too: the link goes public only once none is left, so
-/// every deferred cleanup runs before any new request.
+/// Fences every client that may still run requests of this backend, replays the deferred
+/// cleanups on the new `link`, then publishes it. A cleanup leaves the queue only once the
+/// server has answered it, so one cut short (a timeout) is replayed on the next link (it is
+/// idempotent). Cleanups deferred meanwhile are replayed too: the link goes public only once
+/// none is left, so every deferred cleanup runs before any new request.
 ///
 /// # Errors
 ///
-/// A cleanup that failed; it is put back, in order, for the next attempt.
+/// A transport error or a timeout; the caller tries again with another link.
 async fn publish(shared: &Shared, link: &Arc<Link>) -> Result<()> {
+    let fences = lock(&shared.current).fences.clone();
+    for old in &fences {
+        fence(link, old).await?;
+    }
     loop {
-        let batch = {
+        let next = {
             let mut current = lock(&shared.current);
-            if current.deferred.is_empty() {
-                current.link = Some(link.clone());
-                let generation = link.generation;
-                drop(current);
-                shared
-                    .published
-                    .send_modify(|published| *published = generation);
-                return Ok(());
+            match current.deferred.front() {
+                Some(cleanup) => cleanup.clone(),
+                None => {
+                    current.link = Some(link.clone());
+                    current.fences.clear();
+                    // Done: a discard of this new link may start the next replacement at once.
+                    current.replacer = 0;
+                    let generation = link.generation;
+                    drop(current);
+                    shared
+                        .published
+                        .send_modify(|published| *published = generation);
+                    return Ok(());
+                }
             }
-            std::mem::take(&mut current.deferred)
         };
-        for (done, cleanup) in batch.iter().enumerate() {
-            let nonce = shared.nonce.fetch_add(1, Ordering::Relaxed);
-            let command = crate::backend::abandon_command(cleanup, nonce);
-            let mut connection = link.connection();
-            let replayed = match connection.send_packed_command(&command).await {
-                Ok(Value::Array(items)) if crate::backend::echoes(items.first(), nonce) => Ok(()),
-                Ok(other) => Err(Error::Protocol(format!("cleanup answered {other:?}"))),
-                Err(error) => Err(map_error(&error, Duration::ZERO)),
-            };
-            if let Err(error) = replayed {
-                let mut current = lock(&shared.current);
-                let rest = batch[done..].iter().cloned();
-                current.deferred.splice(0..0, rest);
-                return Err(error);
-            }
+        let nonce = shared.nonce.fetch_add(1, Ordering::Relaxed);
+        let command = crate::backend::abandon_command(&next, nonce);
+        let mut connection = link.connection();
+        match connection.send_packed_command(&command).await {
+            Ok(Value::Array(items)) if crate::backend::echoes(items.first(), nonce) => {}
+            // Refused by the server (the key changed type, a read-only replica, ...): retrying
+            // would be refused again and hold up every call. Its hold ends with its lease.
+            Ok(Value::ServerError(error)) => tracing::warn!(
+                ?error,
+                name = %next.name,
+                "a deferred cleanup was refused; its hold ends with its lease"
+            ),
+            Ok(other) => return Err(Error::Protocol(format!("cleanup answered {other:?}"))),
+            Err(error) => return Err(map_error(&error, Duration::ZERO)),
         }
+        // Only this task removes from the front, and `defer` only adds at the back.
+        lock(&shared.current).deferred.pop_front();
     }
 }
 
 /// Connects, learns how the server names this client, and loads the scripts.
-async fn establish(
-    client: &Client,
-    config: &AsyncConnectionConfig,
-    generation: u64,
-) -> Result<Link> {
+async fn establish(client: &Client, config: &AsyncConnectionConfig) -> Result<Link> {
     let mut connection = client
         .get_multiplexed_async_connection_with_config(config)
         .await
@@ -360,26 +423,25 @@ async fn establish(
         .await
     {
         Ok(info) => parse_client_info(&info),
-        Err(error) => {
-            tracing::debug!(%error, "CLIENT INFO refused; connection replacements will not be fenced");
+        Err(error) if lacks_right(&error) => {
+            tracing::warn!(%error, "CLIENT INFO refused; connection replacements will not be fenced");
             None
         }
+        // Busy, loading, a broken connection: try again with another connection.
+        Err(error) => return Err(map_error(&error, Duration::ZERO)),
     };
     crate::backend::preload_scripts(&connection).await;
     Ok(Link {
         connection,
         identity,
-        generation,
+        generation: 0,
     })
 }
 
 /// Kills the old client on the server, so nothing it still has queued can run after requests
 /// on the new link. Returns once the server has run the kill (or it could not be sent for a
 /// reason that will not change, such as a missing right).
-async fn fence(link: &Link, old: Option<&ServerClient>) -> Result<()> {
-    let Some(old) = old else {
-        return Ok(());
-    };
+async fn fence(link: &Link, old: &ServerClient) -> Result<()> {
     let mut kill = redis::cmd("CLIENT");
     kill.arg("KILL")
         .arg("ID")
@@ -390,7 +452,7 @@ async fn fence(link: &Link, old: Option<&ServerClient>) -> Result<()> {
     match connection.send_packed_command(&kill).await {
         // 0 or 1 killed: either way the old client runs nothing more.
         Ok(Value::Int(_)) => Ok(()),
-        Ok(Value::ServerError(error)) => {
+        Ok(Value::ServerError(error)) if lacks_right(&error.clone().into()) => {
             tracing::warn!(
                 error = ?error,
                 "could not fence the old command connection (CLIENT KILL refused); its queued \
@@ -398,9 +460,16 @@ async fn fence(link: &Link, old: Option<&ServerClient>) -> Result<()> {
             );
             Ok(())
         }
+        // Busy, loading, ...: the kill did not run; try again.
+        Ok(Value::ServerError(error)) => Err(map_error(&error.into(), Duration::ZERO)),
         Ok(other) => Err(Error::Protocol(format!("CLIENT KILL answered {other:?}"))),
         Err(error) => Err(map_error(&error, Duration::ZERO)),
     }
+}
+
+/// Whether the server refused a command for good: no right to it (ACL), or no such command.
+fn lacks_right(error: &redis::RedisError) -> bool {
+    error.code() == Some("NOPERM") || error.to_string().to_ascii_lowercase().contains("unknown")
 }
 
 /// Reads `id` and `addr` out of a `CLIENT INFO` line.
@@ -432,22 +501,34 @@ pub(crate) async fn send(links: &Links, link: &Arc<Link>, command: &Cmd) -> Resu
     }
 }
 
+/// What a `PING` with a fresh id says about a link.
+pub(crate) enum Alignment {
+    /// The id came back: every reply before it was in step.
+    Proven,
+    /// Another reply came back, or none: the link is discarded.
+    Broken,
+    /// The `PING` itself got this error reply (a busy or loading server refuses everything):
+    /// nothing can be told, and the link is kept.
+    Refused(redis::ServerError),
+}
+
 /// Whether `link` is still in step: a `PING` with a fresh id must come back with that id.
 /// Used before trusting a reply that carries no id (an error reply). A link found out of step
 /// (or silent) is discarded.
-pub(crate) async fn in_step(links: &Links, link: &Arc<Link>) -> bool {
+pub(crate) async fn in_step(links: &Links, link: &Arc<Link>) -> Alignment {
     let nonce = links.next_nonce();
     let mut ping = redis::cmd("PING");
     ping.arg(nonce);
-    let echoed = match send(links, link, &ping).await {
-        Ok(Value::BulkString(bytes)) => bytes == nonce.to_string().as_bytes(),
-        Ok(Value::SimpleString(text)) => text == nonce.to_string(),
-        _ => false,
+    let step = match send(links, link, &ping).await {
+        Ok(Value::BulkString(bytes)) if bytes == nonce.to_string().as_bytes() => Alignment::Proven,
+        Ok(Value::SimpleString(text)) if text == nonce.to_string() => Alignment::Proven,
+        Ok(Value::ServerError(error)) => return Alignment::Refused(error),
+        _ => Alignment::Broken,
     };
-    if !echoed {
+    if matches!(step, Alignment::Broken) {
         links.discard(link, "out of step");
     }
-    echoed
+    step
 }
 
 #[cfg(test)]
