@@ -26,8 +26,28 @@ pub(crate) struct LockScript {
 }
 
 impl LockScript {
-    pub(crate) fn source(&self) -> &'static str {
-        self.source
+    /// One call of the script: `EVAL <source>` when `whole`, else `EVALSHA <hash>`, then the
+    /// number of keys, what `fill` adds (keys, then arguments), and the request id last.
+    pub(crate) fn command(
+        &self,
+        whole: bool,
+        keys: usize,
+        fill: impl FnOnce(&mut Cmd),
+        request_id: u64,
+    ) -> Cmd {
+        let mut command = if whole {
+            let mut eval = redis::cmd("EVAL");
+            eval.arg(self.source);
+            eval
+        } else {
+            let mut evalsha = redis::cmd("EVALSHA");
+            evalsha.arg(self.script.get_hash());
+            evalsha
+        };
+        command.arg(keys);
+        fill(&mut command);
+        command.arg(request_id);
+        command
     }
 
     pub(crate) fn new(source: &'static str) -> Self {
@@ -426,21 +446,7 @@ impl RedisBackend {
         timeout: Duration,
         fill: impl Fn(&mut Cmd),
     ) -> Result<T> {
-        let command = |whole: bool| {
-            let mut command = if whole {
-                let mut eval = redis::cmd("EVAL");
-                eval.arg(script.source);
-                eval
-            } else {
-                let mut evalsha = redis::cmd("EVALSHA");
-                evalsha.arg(script.script.get_hash());
-                evalsha
-            };
-            command.arg(keys);
-            fill(&mut command);
-            command.arg(0);
-            command
-        };
+        let command = |whole: bool| script.command(whole, keys, &fill, 0);
         let answer = match self.take_turn(timeout, || vec![command(false)]) {
             // Alone: the script's own request id proves the reply, no `PING` needed.
             Turn::Alone(slot) => {
@@ -501,21 +507,7 @@ impl RedisBackend {
     ) -> Result<Vec<Value>> {
         let links = &self.inner.links;
         let nonce = links.next_nonce();
-        let command = |whole: bool| {
-            let mut command = if whole {
-                let mut eval = redis::cmd("EVAL");
-                eval.arg(script.source);
-                eval
-            } else {
-                let mut evalsha = redis::cmd("EVALSHA");
-                evalsha.arg(script.script.get_hash());
-                evalsha
-            };
-            command.arg(keys);
-            fill(&mut command);
-            command.arg(nonce);
-            command
-        };
+        let command = |whole: bool| script.command(whole, keys, fill, nonce);
         let mut reply = link::send(links, link, &command(script.always_whole)).await?;
         if let Value::ServerError(error) = &reply
             && error.kind() == Some(ServerErrorKind::NoScript)
@@ -557,17 +549,21 @@ pub(crate) fn abandon_command(cleanup: &Cleanup, nonce: u64) -> Cmd {
     if cleanup.fast {
         return fast::release_command(cleanup, nonce);
     }
-    let mut command = redis::cmd("EVAL");
-    command.arg(ABANDON.source).arg(1);
-    abandon_arguments(
-        &mut command,
-        &cleanup.name,
-        &cleanup.owner,
-        cleanup.keep,
-        &keys::channel(&cleanup.name),
-    );
-    command.arg(nonce);
-    command
+    let channel = keys::channel(&cleanup.name);
+    ABANDON.command(
+        true,
+        1,
+        |command| {
+            abandon_arguments(
+                command,
+                &cleanup.name,
+                &cleanup.owner,
+                cleanup.keep,
+                &channel,
+            );
+        },
+        nonce,
+    )
 }
 
 fn abandon_arguments(command: &mut Cmd, name: &str, owner: &str, keep: u32, channel: &str) {

@@ -147,11 +147,7 @@ pub(crate) async fn release(
         NativeDelete::None => {
             let (deleted,): (i64,) = backend
                 .run_coalesced(&RELEASE, 1, timeout, |command| {
-                    command
-                        .arg(name)
-                        .arg(owner)
-                        .arg(&channel)
-                        .arg(keys::UNLOCK_MESSAGE);
+                    release_arguments(command, name, owner, &channel);
                 })
                 .await?;
             deleted
@@ -221,14 +217,20 @@ pub(crate) async fn abandon(
 
 /// The compare-and-delete script as one `EVAL`, for replaying a cleanup on a new connection.
 pub(crate) fn release_command(cleanup: &Cleanup, nonce: u64) -> Cmd {
-    let mut command = redis::cmd("EVAL");
+    let channel = keys::channel(&cleanup.name);
+    RELEASE.command(
+        true,
+        1,
+        |command| release_arguments(command, &cleanup.name, &cleanup.owner, &channel),
+        nonce,
+    )
+}
+
+/// The keys and arguments of `fast_release.lua` (before the request id).
+fn release_arguments(command: &mut Cmd, name: &str, owner: &str, channel: &str) {
     command
-        .arg(RELEASE.source())
-        .arg(1)
-        .arg(&cleanup.name)
-        .arg(&cleanup.owner)
-        .arg(keys::channel(&cleanup.name))
-        .arg(keys::UNLOCK_MESSAGE)
-        .arg(nonce);
-    command
+        .arg(name)
+        .arg(owner)
+        .arg(channel)
+        .arg(keys::UNLOCK_MESSAGE);
 }
