@@ -18,6 +18,7 @@ use futures_util::stream::FuturesUnordered;
 
 use crate::fanout::{on_all, partition};
 use crate::quorum::Quorum;
+use crate::straggler::Stragglers;
 use crate::watch::Forwarders;
 
 /// The default per-node timeout, as a fraction of the lease (redsync uses the same 5 %).
@@ -50,6 +51,7 @@ pub struct Composite<P: Quorum> {
     retry_delay: (Duration, Duration),
     hub: ReleaseHub,
     forwarders: Forwarders,
+    stragglers: Arc<Stragglers>,
 }
 
 impl<P: Quorum> std::fmt::Debug for Composite<P> {
@@ -181,6 +183,7 @@ impl<P: Quorum> CompositeBuilder<P> {
         Ok(Composite {
             hub: forwarders.hub(),
             forwarders,
+            stragglers: Arc::default(),
             nodes: self.nodes,
             policy: self.policy,
             client_id: lock_core::new_client_id(),
@@ -265,6 +268,7 @@ impl<P: Quorum> Composite<P> {
     /// Lowers `owner`'s holds back to `keep` on every node at once (an attempt that did not
     /// succeed as a whole). Failures are logged: what is left expires with its lease.
     async fn undo(&self, name: &str, owner: &str, keep: u32, timeout: Duration) {
+        self.stragglers.wait(name, owner).await;
         let results = on_all(&self.nodes, timeout, |node| node.abandon(name, owner, keep)).await;
         for (node, result) in results.into_iter().enumerate() {
             if let Err(error) = result {
@@ -338,22 +342,33 @@ impl<P: Quorum> LockBackend for Composite<P> {
         let required = self.required();
         let nodes = self.nodes.len();
         // Every node is asked at once; a grant is decided as soon as a quorum has granted, so a
-        // slow node costs nothing then. Requests to the nodes that have not answered yet are
-        // already sent: what they apply is given back by the release. A failed attempt waits for
-        // every answer (at most one per-node timeout): its error names every failed node, and
-        // the undo has to reach every node anyway.
+        // slow node costs nothing then. The requests still running at that point finish in the
+        // background (see `straggler`), and a release of this lock waits for them. A failed
+        // attempt waits for every answer (at most one per-node timeout): its error names every
+        // failed node, and the undo has to reach every node anyway.
+        let name: Arc<str> = Arc::from(request.name);
+        let owner: Arc<str> = Arc::from(request.owner);
         let mut pending: FuturesUnordered<_> = self
             .nodes
             .iter()
             .enumerate()
-            .map(|(node, backend)| async move {
-                let answer = tokio::time::timeout(
-                    timeout,
-                    DynLockBackend::try_acquire(backend.as_ref(), request),
-                )
-                .await
-                .unwrap_or(Err(Error::Timeout { after: timeout }));
-                (node, answer)
+            .map(|(node, backend)| {
+                // Owned, so that the stragglers can outlive this call.
+                let (backend, name, owner) = (Arc::clone(backend), name.clone(), owner.clone());
+                async move {
+                    let request = AcquireRequest {
+                        name: &name,
+                        owner: &owner,
+                        ..request
+                    };
+                    let answer = tokio::time::timeout(
+                        timeout,
+                        DynLockBackend::try_acquire(backend.as_ref(), request),
+                    )
+                    .await
+                    .unwrap_or(Err(Error::Timeout { after: timeout }));
+                    (node, answer)
+                }
             })
             .collect();
         let mut tally = AcquireTally::default();
@@ -363,7 +378,17 @@ impl<P: Quorum> LockBackend for Composite<P> {
                 break;
             }
         }
-        drop(pending);
+        if !pending.is_empty() {
+            let finished = self.stragglers.start(name.clone(), owner.clone());
+            tokio::spawn(async move {
+                let _finished = finished;
+                while let Some((node, answer)) = pending.next().await {
+                    if let Err(error) = answer {
+                        tracing::debug!(%error, node, name = &*name, "a late acquire request failed; the release will find out");
+                    }
+                }
+            });
+        }
         let elapsed = started.elapsed();
         let validity = request
             .lease
@@ -416,6 +441,7 @@ impl<P: Quorum> LockBackend for Composite<P> {
 
     async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
         let timeout = self.node_timeout(lease);
+        self.stragglers.wait(name, owner).await;
         let results = on_all(&self.nodes, timeout, |node| {
             node.release(name, owner, lease)
         })
@@ -509,6 +535,7 @@ impl<P: Quorum> LockBackend for Composite<P> {
     }
 
     async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
+        self.stragglers.wait(name, owner).await;
         let results = on_all(&self.nodes, self.control_timeout(), |node| {
             node.abandon(name, owner, keep)
         })
@@ -747,6 +774,146 @@ mod tests {
             "the relay stops with the last waiter"
         );
         assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+
+    /// Two of three nodes, like RedLock over 3 (which lives in another crate).
+    #[derive(Default)]
+    struct TwoOfThree;
+
+    impl Quorum for TwoOfThree {
+        fn name(&self) -> &'static str {
+            "two-of-three"
+        }
+        fn required(&self, _nodes: usize) -> usize {
+            2
+        }
+        fn clock_drift(&self, _lease: Duration) -> Duration {
+            Duration::ZERO
+        }
+    }
+
+    /// A memory node whose acquire answers late (a request not sent yet when the attempt is
+    /// decided) and whose release can be made to fail (a node lost after the grant).
+    struct SlowNode {
+        inner: MemoryBackend,
+        acquire_delay: Duration,
+        fail_release: std::sync::atomic::AtomicBool,
+    }
+
+    impl SlowNode {
+        fn new(inner: MemoryBackend, acquire_delay: Duration) -> Self {
+            SlowNode {
+                inner,
+                acquire_delay,
+                fail_release: std::sync::atomic::AtomicBool::new(false),
+            }
+        }
+    }
+
+    impl LockBackend for SlowNode {
+        fn client_id(&self) -> &str {
+            LockBackend::client_id(&self.inner)
+        }
+        async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+            tokio::time::sleep(self.acquire_delay).await;
+            LockBackend::try_acquire(&self.inner, request).await
+        }
+        async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
+            if self.fail_release.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(Error::ConnectionLost("node lost".into()));
+            }
+            LockBackend::release(&self.inner, name, owner, lease).await
+        }
+        async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
+            LockBackend::renew(&self.inner, renewals).await
+        }
+        async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
+            LockBackend::abandon(&self.inner, name, owner, keep).await
+        }
+        async fn force_release(&self, name: &str) -> Result<bool> {
+            LockBackend::force_release(&self.inner, name).await
+        }
+        async fn inspect(&self, name: &str) -> Result<LockState> {
+            LockBackend::inspect(&self.inner, name).await
+        }
+        async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
+            LockBackend::watch_releases(&self.inner, name).await
+        }
+    }
+
+    /// Regression: the request to a node that had not answered when the quorum granted was
+    /// dropped, possibly unsent, so the lock lived on two nodes only; losing one of them then
+    /// turned a good release into a quorum error.
+    #[tokio::test]
+    async fn late_nodes_still_get_the_lock_and_the_release_waits_for_them() {
+        let delay = Duration::from_millis(300);
+        let stores: Vec<MemoryBackend> = (0..3).map(|_| MemoryBackend::new()).collect();
+        let slow: Vec<Arc<SlowNode>> = stores
+            .iter()
+            .enumerate()
+            .map(|(i, store)| {
+                let delay = if i == 2 { delay } else { Duration::ZERO };
+                Arc::new(SlowNode::new(store.new_client(), delay))
+            })
+            .collect();
+        let nodes = slow
+            .iter()
+            .map(|node| Arc::clone(node) as Arc<dyn DynLockBackend>)
+            .collect();
+        let backend = Arc::new(Composite::<TwoOfThree>::new(nodes).unwrap());
+        let locker = Locker::from_arc(backend.clone());
+        let options = LockOptions::new().no_wait().owner(Owner::new());
+
+        let started = Instant::now();
+        let guard = locker.lock_with("late", &options).await.unwrap().unwrap();
+        assert!(
+            started.elapsed() < delay,
+            "granted by the quorum without waiting for the slow node: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(backend.stragglers.len(), 1);
+
+        // Node 1 is lost after the grant: nodes 0 and 2 (the late one) must still release.
+        slow[1]
+            .fail_release
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            guard.release().await.unwrap(),
+            ReleaseOutcome::PartlyReleased {
+                released: 2,
+                nodes: 3
+            }
+        );
+        assert_eq!(backend.stragglers.len(), 0);
+        for i in [0, 2] {
+            let state = Locker::new(stores[i].new_client()).state("late").await.unwrap();
+            assert!(!state.is_locked(), "node {i}: {state:?}");
+        }
+    }
+
+    /// A late grant is never left behind by a release that overtook it.
+    #[tokio::test]
+    async fn a_release_right_after_the_grant_leaves_nothing_on_the_late_node() {
+        let stores: Vec<MemoryBackend> = (0..3).map(|_| MemoryBackend::new()).collect();
+        let nodes = stores
+            .iter()
+            .enumerate()
+            .map(|(i, store)| {
+                let delay = Duration::from_millis(if i == 0 { 150 } else { 0 });
+                Arc::new(SlowNode::new(store.new_client(), delay)) as Arc<dyn DynLockBackend>
+            })
+            .collect();
+        let locker = Locker::new(Composite::<TwoOfThree>::new(nodes).unwrap());
+        for round in 0..3 {
+            let guard = locker.lock("again").await.unwrap();
+            assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+            // Past the late node's delay: a grant that overtook the release would show now.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            for (i, store) in stores.iter().enumerate() {
+                let state = Locker::new(store.new_client()).state("again").await.unwrap();
+                assert!(!state.is_locked(), "round {round}, node {i}: {state:?}");
+            }
+        }
     }
 
     #[test]

@@ -45,6 +45,7 @@
 mod composite;
 mod fanout;
 mod quorum;
+mod straggler;
 mod watch;
 
 pub use composite::{
