@@ -818,7 +818,12 @@ mod tests {
             tokio::time::sleep(self.acquire_delay).await;
             LockBackend::try_acquire(&self.inner, request).await
         }
-        async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
+        async fn release(
+            &self,
+            name: &str,
+            owner: &str,
+            lease: Duration,
+        ) -> Result<ReleaseOutcome> {
             if self.fail_release.load(std::sync::atomic::Ordering::SeqCst) {
                 return Err(Error::ConnectionLost("node lost".into()));
             }
@@ -886,7 +891,10 @@ mod tests {
         );
         assert_eq!(backend.stragglers.len(), 0);
         for i in [0, 2] {
-            let state = Locker::new(stores[i].new_client()).state("late").await.unwrap();
+            let state = Locker::new(stores[i].new_client())
+                .state("late")
+                .await
+                .unwrap();
             assert!(!state.is_locked(), "node {i}: {state:?}");
         }
     }
@@ -910,7 +918,10 @@ mod tests {
             // Past the late node's delay: a grant that overtook the release would show now.
             tokio::time::sleep(Duration::from_millis(200)).await;
             for (i, store) in stores.iter().enumerate() {
-                let state = Locker::new(store.new_client()).state("again").await.unwrap();
+                let state = Locker::new(store.new_client())
+                    .state("again")
+                    .await
+                    .unwrap();
                 assert!(!state.is_locked(), "round {round}, node {i}: {state:?}");
             }
         }
