@@ -1,6 +1,7 @@
 //! The guard of a held lock.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -47,7 +48,9 @@ pub struct LockGuard<B: LockBackend> {
     name: String,
     owner: Owner,
     field: String,
-    lease: Duration,
+    /// The lease length in nanoseconds; [`LockGuard::extend`] changes it through `&self`, and
+    /// the release (its lease reset, the lapse of a failed cleanup) must use the new one.
+    lease_nanos: AtomicU64,
     hold_count: u32,
     fencing_token: Option<u64>,
     status: watch::Sender<LeaseStatus>,
@@ -87,7 +90,7 @@ impl<B: LockBackend> LockGuard<B> {
             name: parts.name,
             owner: parts.owner,
             field: parts.field,
-            lease: parts.lease,
+            lease_nanos: AtomicU64::new(nanos(parts.lease)),
             hold_count: parts.hold_count,
             fencing_token: parts.fencing_token,
             status: parts.status,
@@ -131,7 +134,7 @@ impl<B: LockBackend> LockGuard<B> {
     /// The lease length set on each acquire and renewal.
     #[must_use]
     pub fn lease(&self) -> Duration {
-        self.lease
+        Duration::from_nanos(self.lease_nanos.load(Ordering::Relaxed))
     }
 
     /// Whether the watchdog renews this lease.
@@ -220,6 +223,7 @@ impl<B: LockBackend> LockGuard<B> {
                 let drift = self.locker.backend.clock_drift(lease);
                 let valid_until = sent_at + lease.saturating_sub(drift);
                 self.status.send_modify(|s| s.valid_until = valid_until);
+                self.lease_nanos.store(nanos(lease), Ordering::Relaxed);
                 if let Some(id) = self.watchdog_id {
                     self.locker
                         .watchdog
@@ -259,7 +263,7 @@ impl<B: LockBackend> LockGuard<B> {
     pub async fn release(mut self) -> Result<ReleaseOutcome> {
         let keep = self.finish();
         self.locker
-            .release_keeping(&self.name, &self.field, self.lease, keep)
+            .release_keeping(&self.name, &self.field, self.lease(), keep)
             .await
     }
 
@@ -273,8 +277,14 @@ impl<B: LockBackend> LockGuard<B> {
         if let Some(id) = self.watchdog_id {
             self.locker.watchdog.unregister(id);
         }
-        self.locker.forget_hold(&self.name, &self.field, self.lease)
+        self.locker
+            .forget_hold(&self.name, &self.field, self.lease())
     }
+}
+
+/// A lease in nanoseconds; leases are checked against `MAX_DURATION`, far below `u64::MAX` ns.
+fn nanos(lease: Duration) -> u64 {
+    u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl<B: LockBackend> Drop for LockGuard<B> {
@@ -290,7 +300,7 @@ impl<B: LockBackend> Drop for LockGuard<B> {
         let locker = self.locker.clone();
         let name = std::mem::take(&mut self.name);
         let field = std::mem::take(&mut self.field);
-        let lease = self.lease;
+        let lease = self.lease();
         runtime.spawn(async move {
             if let Err(error) = locker.release_hold(&name, &field, lease).await {
                 tracing::warn!(%error, %name, "background release failed; the lease will expire");

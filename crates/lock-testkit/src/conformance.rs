@@ -304,6 +304,64 @@ pub async fn explicit_lease_expires<H: Harness>(harness: &H) {
     assert!(taken.release().await.expect("release").was_held());
 }
 
+/// `extend` sets a new lease on the store and on the guard, and a later release of a nested
+/// hold resets the lease to the extended length, not the one the guard was taken with.
+pub async fn extend_sets_a_new_lease<H: Harness>(harness: &H) {
+    let (a, b) = two_clients(harness).await;
+    let name = fresh_name("extend");
+    let short = Duration::from_millis(300);
+    let options = LockOptions::new().lease(short);
+    let outer = a
+        .lock_with(&name, &options)
+        .await
+        .expect("lock")
+        .expect("free");
+    outer.extend(LONG_LEASE).await.expect("extend");
+    assert_eq!(outer.lease(), LONG_LEASE);
+    assert!(outer.remaining() > short, "{:?}", outer.remaining());
+    sleep(short + Duration::from_millis(200)).await;
+    assert!(
+        b.try_lock(&name).await.expect("try").is_none(),
+        "the extended lease still runs"
+    );
+    assert!(!outer.is_lost());
+    if a.backend().reentrant() {
+        // Both holds shortened back to `short`, then the inner one extended and released: the
+        // release resets the lease to the inner guard's extended length.
+        outer.extend(short).await.expect("shorten");
+        let inner = a
+            .lock_with(&name, &options)
+            .await
+            .expect("re-enter")
+            .expect("re-entry is granted");
+        inner.extend(LONG_LEASE).await.expect("extend inner");
+        assert_eq!(
+            inner.release().await.expect("release inner"),
+            ReleaseOutcome::StillHeld { hold_count: 1 }
+        );
+        sleep(short + Duration::from_millis(200)).await;
+        assert!(
+            b.try_lock(&name).await.expect("try").is_none(),
+            "the inner release set the extended lease"
+        );
+    }
+    assert_eq!(
+        outer.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    let lost = a
+        .lock_with(&name, &options)
+        .await
+        .expect("lock")
+        .expect("free");
+    a.force_unlock(&name).await.expect("force unlock");
+    assert!(matches!(
+        lost.extend(LONG_LEASE).await,
+        Err(Error::LeaseLost)
+    ));
+    assert!(lost.is_lost());
+}
+
 /// The watchdog keeps a lock well past its lease.
 pub async fn watchdog_keeps_lock_past_lease<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
@@ -599,6 +657,7 @@ macro_rules! conformance_tests {
             release_by_non_owner_is_refused,
             double_unlock_and_unlock_after_expiry,
             explicit_lease_expires,
+            extend_sets_a_new_lease,
             watchdog_keeps_lock_past_lease,
             lost_fires_when_key_is_deleted,
             waiter_is_woken_by_release,
