@@ -2,6 +2,7 @@
 //! [`Quorum`] policy decides how many must agree.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use rand::Rng;
 use tokio::time::Instant;
 
 use futures_util::StreamExt;
+use futures_util::future::join_all;
 use futures_util::stream::FuturesUnordered;
 
 use crate::fanout::{on_all, partition};
@@ -268,13 +270,45 @@ impl<P: Quorum> Composite<P> {
     /// Lowers `owner`'s holds back to `keep` on every node at once (an attempt that did not
     /// succeed as a whole). Failures are logged: what is left expires with its lease.
     async fn undo(&self, name: &str, owner: &str, keep: u32, timeout: Duration) {
-        self.stragglers.wait(name, owner).await;
-        let results = on_all(&self.nodes, timeout, |node| node.abandon(name, owner, keep)).await;
+        let results = self
+            .after_late_requests(name, owner, timeout, |node| node.abandon(name, owner, keep))
+            .await;
         for (node, result) in results.into_iter().enumerate() {
             if let Err(error) = result {
                 tracing::warn!(%error, node, name, "could not undo a failed attempt on a node; it expires with its lease");
             }
         }
+    }
+}
+
+impl<P: Quorum> Composite<P> {
+    /// As [`on_all`], for a step that must come after this owner's late acquire requests on
+    /// the same lock (see [`crate::straggler`]): each node's call waits for that node's late
+    /// request, if any, and only that one; the timeout covers the call itself.
+    async fn after_late_requests<'a, T, F, Fut>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        timeout: Duration,
+        call: F,
+    ) -> Vec<Result<T>>
+    where
+        F: Fn(&'a dyn DynLockBackend) -> Fut,
+        Fut: Future<Output = Result<T>> + 'a,
+    {
+        let call = &call;
+        join_all(
+            self.nodes
+                .iter()
+                .enumerate()
+                .map(|(index, node)| async move {
+                    self.stragglers.wait(name, owner, index).await;
+                    tokio::time::timeout(timeout, call(node.as_ref()))
+                        .await
+                        .unwrap_or(Err(Error::Timeout { after: timeout }))
+                }),
+        )
+        .await
     }
 }
 
@@ -372,17 +406,20 @@ impl<P: Quorum> LockBackend for Composite<P> {
             })
             .collect();
         let mut tally = AcquireTally::default();
+        let mut answered = vec![false; nodes];
         while let Some((node, answer)) = pending.next().await {
+            answered[node] = true;
             tally.add(node, answer);
             if tally.grants.len() >= required {
                 break;
             }
         }
         if !pending.is_empty() {
-            let finished = self.stragglers.start(name.clone(), owner.clone());
+            let late = (0..nodes).filter(|&node| !answered[node]).collect();
+            let batch = self.stragglers.start(name.clone(), owner.clone(), late);
             tokio::spawn(async move {
-                let _finished = finished;
                 while let Some((node, answer)) = pending.next().await {
+                    batch.answered(node);
                     if let Err(error) = answer {
                         tracing::debug!(%error, node, name = &*name, "a late acquire request failed; the release will find out");
                     }
@@ -441,11 +478,11 @@ impl<P: Quorum> LockBackend for Composite<P> {
 
     async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
         let timeout = self.node_timeout(lease);
-        self.stragglers.wait(name, owner).await;
-        let results = on_all(&self.nodes, timeout, |node| {
-            node.release(name, owner, lease)
-        })
-        .await;
+        let results = self
+            .after_late_requests(name, owner, timeout, |node| {
+                node.release(name, owner, lease)
+            })
+            .await;
         let (answers, failures) = partition(results);
         let required = self.required();
         let mut released = 0usize;
@@ -535,11 +572,11 @@ impl<P: Quorum> LockBackend for Composite<P> {
     }
 
     async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
-        self.stragglers.wait(name, owner).await;
-        let results = on_all(&self.nodes, self.control_timeout(), |node| {
-            node.abandon(name, owner, keep)
-        })
-        .await;
+        let results = self
+            .after_late_requests(name, owner, self.control_timeout(), |node| {
+                node.abandon(name, owner, keep)
+            })
+            .await;
         let (answers, failures) = partition(results);
         if failures.is_empty() {
             Ok(())

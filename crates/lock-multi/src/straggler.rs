@@ -4,17 +4,21 @@
 //! The requests to the nodes that have not answered yet are not dropped: dropping one could
 //! cancel it before it was sent, and the lock would then live on fewer nodes than the ones that
 //! were asked, so a later failure of one quorum node would make the release report an unknown
-//! outcome although the lock was ours. Instead they finish in a background task, and every
-//! later step that must see their effect (release, abandon) waits for them first: a release
-//! sent before the late grant applied would leave that grant behind until its lease ends.
+//! outcome although the lock was ours. Instead they finish in a background task, and a later
+//! step that must see their effect on a node (release, abandon) waits for that node's request
+//! first: a release sent before the late grant applied would leave that grant behind until its
+//! lease ends. Only the late nodes wait; the others are released at once.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
-/// Per lock name: the owner and completion signal of each batch still running.
-type Running = HashMap<Arc<str>, Vec<(Arc<str>, watch::Receiver<bool>)>>;
+/// The nodes of one batch whose requests have not answered yet.
+type PendingNodes = Vec<usize>;
+
+/// Per lock name: the owner and pending nodes of each batch still running.
+type Running = HashMap<Arc<str>, Vec<(Arc<str>, watch::Receiver<PendingNodes>)>>;
 
 /// The acquire requests of each lock name still running in the background.
 #[derive(Default)]
@@ -22,34 +26,38 @@ pub(crate) struct Stragglers {
     running: Mutex<Running>,
 }
 
-/// Marks one background batch of requests as finished when dropped, also when its task dies
-/// with its runtime (the sender is dropped then, which waiters see the same way).
-pub(crate) struct Finished {
+/// One background batch: reports each node's answer, and on drop (also when its task dies with
+/// its runtime) marks the whole batch finished and forgets it.
+pub(crate) struct Batch {
     registry: Arc<Stragglers>,
     name: Arc<str>,
-    done: watch::Sender<bool>,
+    pending: watch::Sender<PendingNodes>,
 }
 
 impl Stragglers {
-    /// Registers a batch of requests for `name` and `owner`; the batch counts as running until
-    /// the returned value is dropped.
-    pub(crate) fn start(self: &Arc<Self>, name: Arc<str>, owner: Arc<str>) -> Finished {
-        let (done, receiver) = watch::channel(false);
+    /// Registers a batch of requests for `name` and `owner` still running on `nodes`.
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        name: Arc<str>,
+        owner: Arc<str>,
+        nodes: PendingNodes,
+    ) -> Batch {
+        let (pending, receiver) = watch::channel(nodes);
         self.lock()
             .entry(Arc::clone(&name))
             .or_default()
             .push((owner, receiver));
-        Finished {
+        Batch {
             registry: Arc::clone(self),
             name,
-            done,
+            pending,
         }
     }
 
-    /// Waits until every batch registered for `name` and `owner` before this call has finished.
-    /// Each batch is bounded by its per-node timeout, so this is too.
-    pub(crate) async fn wait(&self, name: &str, owner: &str) {
-        let running: Vec<watch::Receiver<bool>> = {
+    /// Waits until no batch registered for `name` and `owner` before this call still has a
+    /// request running on `node`. Each batch is bounded by its per-node timeout, so this is too.
+    pub(crate) async fn wait(&self, name: &str, owner: &str, node: usize) {
+        let running: Vec<watch::Receiver<PendingNodes>> = {
             let map = self.lock();
             let Some(batches) = map.get(name) else {
                 return;
@@ -62,7 +70,7 @@ impl Stragglers {
         };
         for mut batch in running {
             // An error means the sender is gone: the batch is over either way.
-            let _ = batch.wait_for(|done| *done).await;
+            let _ = batch.wait_for(|pending| !pending.contains(&node)).await;
         }
     }
 
@@ -79,12 +87,20 @@ impl Stragglers {
     }
 }
 
-impl Drop for Finished {
+impl Batch {
+    /// `node` answered (or timed out): steps waiting for it may go on.
+    pub(crate) fn answered(&self, node: usize) {
+        self.pending
+            .send_modify(|pending| pending.retain(|&n| n != node));
+    }
+}
+
+impl Drop for Batch {
     fn drop(&mut self) {
-        self.done.send_replace(true);
+        self.pending.send_replace(Vec::new());
         let mut map = self.registry.lock();
         if let Some(batches) = map.get_mut(&self.name) {
-            batches.retain(|(_, batch)| !*batch.borrow());
+            batches.retain(|(_, batch)| !batch.borrow().is_empty());
             if batches.is_empty() {
                 map.remove(&self.name);
             }
