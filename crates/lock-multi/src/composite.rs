@@ -37,6 +37,9 @@ const CONTROL_LEASE: Duration = Duration::from_secs(30);
 /// A grant whose remaining validity is shorter than this is refused: the guard would be expired
 /// on arrival.
 const MIN_VALIDITY: Duration = Duration::from_millis(1);
+/// How long past its timeout a late acquire request may take to be reported before steps that
+/// wait for it go on without it.
+const LATE_REQUEST_SLACK: Duration = Duration::from_millis(50);
 /// How often waiters re-check when no node could subscribe to release notifications.
 const POLL_WITHOUT_NOTIFICATIONS: Duration = Duration::from_millis(100);
 
@@ -416,7 +419,12 @@ impl<P: Quorum> LockBackend for Composite<P> {
         }
         if !pending.is_empty() {
             let late = (0..nodes).filter(|&node| !answered[node]).collect();
-            let batch = self.stragglers.start(name.clone(), owner.clone(), late);
+            // The late requests time out `timeout` after the start at the latest, when polled;
+            // the slack covers the task being scheduled after that.
+            let deadline = started + timeout + LATE_REQUEST_SLACK;
+            let batch = self
+                .stragglers
+                .start(name.clone(), owner.clone(), late, deadline);
             tokio::spawn(async move {
                 while let Some((node, answer)) = pending.next().await {
                     batch.answered(node);
@@ -926,6 +934,8 @@ mod tests {
                 nodes: 3
             }
         );
+        // Holds on this current-thread runtime: the batch is dropped before the release's
+        // waiter runs again (on a multi-thread runtime this could race).
         assert_eq!(backend.stragglers.len(), 0);
         for i in [0, 2] {
             let state = Locker::new(stores[i].new_client())

@@ -6,19 +6,31 @@
 //! were asked, so a later failure of one quorum node would make the release report an unknown
 //! outcome although the lock was ours. Instead they finish in a background task, and a later
 //! step that must see their effect on a node (release, abandon) waits for that node's request
-//! first: a release sent before the late grant applied would leave that grant behind until its
-//! lease ends. Only the late nodes wait; the others are released at once.
+//! first, up to that request's timeout: a release sent before the late grant applied would
+//! leave that grant behind until its lease ends. Only the late nodes wait; the others are
+//! released at once. A release cancelled while it waits sends nothing to that node (the late
+//! grant then lasts its lease, on at most N − quorum nodes).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// The nodes of one batch whose requests have not answered yet.
 type PendingNodes = Vec<usize>;
 
-/// Per lock name: the owner and pending nodes of each batch still running.
-type Running = HashMap<Arc<str>, Vec<(Arc<str>, watch::Receiver<PendingNodes>)>>;
+/// One batch as seen by the steps that wait for it.
+struct Waitable {
+    owner: Arc<str>,
+    pending: watch::Receiver<PendingNodes>,
+    /// When every request of the batch has timed out at the latest. Waits end there even if
+    /// the task is never polled again (its runtime idle but alive).
+    deadline: Instant,
+}
+
+/// Per lock name: the batches still running.
+type Running = HashMap<Arc<str>, Vec<Waitable>>;
 
 /// The acquire requests of each lock name still running in the background.
 #[derive(Default)]
@@ -35,18 +47,24 @@ pub(crate) struct Batch {
 }
 
 impl Stragglers {
-    /// Registers a batch of requests for `name` and `owner` still running on `nodes`.
+    /// Registers a batch of requests for `name` and `owner` still running on `nodes`, each of
+    /// which ends by `deadline` (its timeout) when polled.
     pub(crate) fn start(
         self: &Arc<Self>,
         name: Arc<str>,
         owner: Arc<str>,
         nodes: PendingNodes,
+        deadline: Instant,
     ) -> Batch {
         let (pending, receiver) = watch::channel(nodes);
         self.lock()
             .entry(Arc::clone(&name))
             .or_default()
-            .push((owner, receiver));
+            .push(Waitable {
+                owner,
+                pending: receiver,
+                deadline,
+            });
         Batch {
             registry: Arc::clone(self),
             name,
@@ -55,22 +73,23 @@ impl Stragglers {
     }
 
     /// Waits until no batch registered for `name` and `owner` before this call still has a
-    /// request running on `node`. Each batch is bounded by its per-node timeout, so this is too.
+    /// request running on `node`, or until that batch's deadline (its per-node timeout).
     pub(crate) async fn wait(&self, name: &str, owner: &str, node: usize) {
-        let running: Vec<watch::Receiver<PendingNodes>> = {
+        let running: Vec<(watch::Receiver<PendingNodes>, Instant)> = {
             let map = self.lock();
             let Some(batches) = map.get(name) else {
                 return;
             };
             batches
                 .iter()
-                .filter(|(batch_owner, _)| &**batch_owner == owner)
-                .map(|(_, batch)| batch.clone())
+                .filter(|batch| &*batch.owner == owner)
+                .map(|batch| (batch.pending.clone(), batch.deadline))
                 .collect()
         };
-        for mut batch in running {
+        for (mut batch, deadline) in running {
             // An error means the sender is gone: the batch is over either way.
-            let _ = batch.wait_for(|pending| !pending.contains(&node)).await;
+            let answered = batch.wait_for(|pending| !pending.contains(&node));
+            let _ = tokio::time::timeout_at(deadline, answered).await;
         }
     }
 
@@ -100,7 +119,7 @@ impl Drop for Batch {
         self.pending.send_replace(Vec::new());
         let mut map = self.registry.lock();
         if let Some(batches) = map.get_mut(&self.name) {
-            batches.retain(|(_, batch)| !batch.borrow().is_empty());
+            batches.retain(|batch| !batch.pending.borrow().is_empty());
             if batches.is_empty() {
                 map.remove(&self.name);
             }
