@@ -2,7 +2,6 @@
 //! [`Quorum`] policy decides how many must agree.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +14,7 @@ use rand::Rng;
 use tokio::time::Instant;
 
 use futures_util::StreamExt;
-use futures_util::future::join_all;
+use futures_util::future::{BoxFuture, join_all};
 use futures_util::stream::FuturesUnordered;
 
 use crate::fanout::{on_all, partition};
@@ -274,7 +273,7 @@ impl<P: Quorum> Composite<P> {
     /// succeed as a whole). Failures are logged: what is left expires with its lease.
     async fn undo(&self, name: &str, owner: &str, keep: u32, timeout: Duration) {
         let results = self
-            .after_late_requests(name, owner, timeout, |node| node.abandon(name, owner, keep))
+            .after_late_requests(name, owner, timeout, abandon_step(keep))
             .await;
         for (node, result) in results.into_iter().enumerate() {
             if let Err(error) = result {
@@ -284,35 +283,61 @@ impl<P: Quorum> Composite<P> {
     }
 }
 
+/// A step sent to one node after this owner's late acquire requests there: owns what it
+/// needs, so it can run in a task of its own.
+type NodeStep<T> = Arc<
+    dyn Fn(Arc<dyn DynLockBackend>, Arc<str>, Arc<str>) -> BoxFuture<'static, Result<T>>
+        + Send
+        + Sync,
+>;
+
 impl<P: Quorum> Composite<P> {
     /// As [`on_all`], for a step that must come after this owner's late acquire requests on
-    /// the same lock (see [`crate::straggler`]): each node's call waits for that node's late
-    /// request, if any, and only that one; the timeout covers the call itself.
-    async fn after_late_requests<'a, T, F, Fut>(
-        &'a self,
-        name: &'a str,
-        owner: &'a str,
+    /// the same lock (see [`crate::straggler`]). Nodes without a late request get the call at
+    /// once. On a late node the call waits for that node's request (up to its timeout) and
+    /// then runs in a task of its own, so that cancelling the caller cannot keep it from being
+    /// sent; it gets the rest of `timeout` counted from now, and never less than half of it.
+    async fn after_late_requests<T: Send + 'static>(
+        &self,
+        name: &str,
+        owner: &str,
         timeout: Duration,
-        call: F,
-    ) -> Vec<Result<T>>
-    where
-        F: Fn(&'a dyn DynLockBackend) -> Fut,
-        Fut: Future<Output = Result<T>> + 'a,
-    {
-        let call = &call;
-        join_all(
-            self.nodes
-                .iter()
-                .enumerate()
-                .map(|(index, node)| async move {
-                    self.stragglers.wait(name, owner, index).await;
-                    tokio::time::timeout(timeout, call(node.as_ref()))
+        step: NodeStep<T>,
+    ) -> Vec<Result<T>> {
+        let started = Instant::now();
+        let (name, owner): (Arc<str>, Arc<str>) = (Arc::from(name), Arc::from(owner));
+        join_all(self.nodes.iter().enumerate().map(|(index, node)| {
+            let late = self.stragglers.late(&name, &owner, index);
+            let call = step(Arc::clone(node), name.clone(), owner.clone());
+            async move {
+                let Some(late) = late else {
+                    return tokio::time::timeout(timeout, call)
+                        .await
+                        .unwrap_or(Err(Error::Timeout { after: timeout }));
+                };
+                let sent = tokio::spawn(async move {
+                    late.finished().await;
+                    let deadline = (started + timeout).max(Instant::now() + timeout / 2);
+                    tokio::time::timeout_at(deadline, call)
                         .await
                         .unwrap_or(Err(Error::Timeout { after: timeout }))
-                }),
-        )
+                });
+                sent.await.unwrap_or_else(|error| {
+                    Err(Error::ConnectionLost(format!(
+                        "the call waiting for a late acquire ended: {error}"
+                    )))
+                })
+            }
+        }))
         .await
     }
+}
+
+/// Lowers the owner's holds on one node to `keep`.
+fn abandon_step(keep: u32) -> NodeStep<()> {
+    Arc::new(move |node, name, owner| {
+        Box::pin(async move { DynLockBackend::abandon(node.as_ref(), &name, &owner, keep).await })
+    })
 }
 
 /// What the nodes answered to one acquire attempt.
@@ -486,11 +511,12 @@ impl<P: Quorum> LockBackend for Composite<P> {
 
     async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
         let timeout = self.node_timeout(lease);
-        let results = self
-            .after_late_requests(name, owner, timeout, |node| {
-                node.release(name, owner, lease)
-            })
-            .await;
+        let step: NodeStep<ReleaseOutcome> = Arc::new(move |node, name, owner| {
+            Box::pin(
+                async move { DynLockBackend::release(node.as_ref(), &name, &owner, lease).await },
+            )
+        });
+        let results = self.after_late_requests(name, owner, timeout, step).await;
         let (answers, failures) = partition(results);
         let required = self.required();
         let mut released = 0usize;
@@ -532,7 +558,26 @@ impl<P: Quorum> LockBackend for Composite<P> {
             return Ok(Vec::new());
         };
         let timeout = self.node_timeout(shortest);
-        let results = on_all(&self.nodes, timeout, |node| node.renew(renewals)).await;
+        // A renewal right after a grant (an `extend`) waits for the late acquire requests of
+        // its locks on each node, so the late grant does not keep the acquire's lease there.
+        let results = join_all(
+            self.nodes
+                .iter()
+                .enumerate()
+                .map(|(index, node)| async move {
+                    if self.stragglers.any() {
+                        for renewal in renewals {
+                            self.stragglers
+                                .wait(renewal.name, renewal.owner, index)
+                                .await;
+                        }
+                    }
+                    tokio::time::timeout(timeout, DynLockBackend::renew(node.as_ref(), renewals))
+                        .await
+                        .unwrap_or(Err(Error::Timeout { after: timeout }))
+                }),
+        )
+        .await;
         let mut answers = Vec::with_capacity(results.len());
         let mut failures = Vec::new();
         for (node, result) in results.into_iter().enumerate() {
@@ -581,9 +626,7 @@ impl<P: Quorum> LockBackend for Composite<P> {
 
     async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
         let results = self
-            .after_late_requests(name, owner, self.control_timeout(), |node| {
-                node.abandon(name, owner, keep)
-            })
+            .after_late_requests(name, owner, self.control_timeout(), abandon_step(keep))
             .await;
         let (answers, failures) = partition(results);
         if failures.is_empty() {
@@ -972,6 +1015,100 @@ mod tests {
                 assert!(!state.is_locked(), "round {round}, node {i}: {state:?}");
             }
         }
+    }
+
+    /// Three memory nodes (RedLock-like, two of three) where node 2 answers acquires late.
+    fn late_third_node(
+        delay: Duration,
+        node_timeout: Duration,
+    ) -> (Vec<MemoryBackend>, Arc<Composite<TwoOfThree>>) {
+        let stores: Vec<MemoryBackend> = (0..3).map(|_| MemoryBackend::new()).collect();
+        let nodes = stores
+            .iter()
+            .enumerate()
+            .map(|(i, store)| {
+                let delay = if i == 2 { delay } else { Duration::ZERO };
+                Arc::new(SlowNode::new(store.new_client(), delay)) as Arc<dyn DynLockBackend>
+            })
+            .collect();
+        let backend = Composite::<TwoOfThree>::builder(nodes)
+            .node_timeout(node_timeout)
+            .build()
+            .unwrap();
+        (stores, Arc::new(backend))
+    }
+
+    async fn node_state(store: &MemoryBackend, name: &str) -> LockState {
+        Locker::new(store.new_client()).state(name).await.unwrap()
+    }
+
+    /// A release cancelled while it waits for a late node still reaches that node.
+    #[tokio::test]
+    async fn a_cancelled_release_still_reaches_the_late_node() {
+        let delay = Duration::from_millis(200);
+        let (stores, backend) = late_third_node(delay, Duration::from_secs(1));
+        let locker = Locker::from_arc(backend);
+        let guard = locker.lock("cancelled").await.unwrap();
+        let cut = tokio::time::timeout(Duration::from_millis(20), guard.release()).await;
+        assert!(cut.is_err(), "the release waits for the late node");
+        tokio::time::sleep(delay * 2).await;
+        for (i, store) in stores.iter().enumerate() {
+            let state = node_state(store, "cancelled").await;
+            assert!(!state.is_locked(), "node {i}: {state:?}");
+        }
+    }
+
+    /// An `extend` right after the grant reaches the late node after its grant, so the late
+    /// node ends with the extended lease too.
+    #[tokio::test]
+    async fn an_extend_right_after_the_grant_waits_for_the_late_node() {
+        let (stores, backend) = late_third_node(Duration::from_millis(150), Duration::from_secs(1));
+        let locker = Locker::from_arc(backend);
+        let options = LockOptions::new().lease(Duration::from_secs(5));
+        let guard = locker
+            .lock_with("extended", &options)
+            .await
+            .unwrap()
+            .unwrap();
+        guard.extend(Duration::from_secs(60)).await.unwrap();
+        for (i, store) in stores.iter().enumerate() {
+            let ttl = node_state(store, "extended").await.ttl.unwrap_or_default();
+            assert!(ttl > Duration::from_secs(30), "node {i}: {ttl:?}");
+        }
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+
+    /// A late request whose task is never polled again (its runtime idle but alive) holds up a
+    /// release from another runtime only until the request's deadline.
+    #[test]
+    fn an_idle_runtime_does_not_hold_up_a_release() {
+        let (stores, backend) = late_third_node(Duration::from_secs(5), Duration::from_millis(100));
+        let idle = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let locker = Locker::from_arc(backend);
+        let guard = idle.block_on(locker.lock("idle")).unwrap();
+        let other = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let outcome = other.block_on(async {
+            tokio::time::timeout(Duration::from_secs(3), guard.release()).await
+        });
+        let elapsed = started.elapsed();
+        assert!(
+            matches!(outcome, Ok(Ok(ReleaseOutcome::Released))),
+            "{outcome:?} after {elapsed:?}"
+        );
+        assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+        for (i, store) in stores.iter().take(2).enumerate() {
+            let state = other.block_on(node_state(store, "idle"));
+            assert!(!state.is_locked(), "node {i}: {state:?}");
+        }
+        drop(idle);
     }
 
     #[test]

@@ -8,10 +8,11 @@
 //! step that must see their effect on a node (release, abandon) waits for that node's request
 //! first, up to that request's timeout: a release sent before the late grant applied would
 //! leave that grant behind until its lease ends. Only the late nodes wait; the others are
-//! released at once. A release cancelled while it waits sends nothing to that node (the late
-//! grant then lasts its lease, on at most N − quorum nodes).
+//! released at once. The wait and the call on a late node run in a task of their own, so a
+//! release cancelled by its caller still reaches that node.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
@@ -36,6 +37,27 @@ type Running = HashMap<Arc<str>, Vec<Waitable>>;
 #[derive(Default)]
 pub(crate) struct Stragglers {
     running: Mutex<Running>,
+    /// How many batches are registered (see [`Stragglers::any`]).
+    batches: AtomicUsize,
+}
+
+/// The late requests on one node that a step must wait for; owned, so that the wait can run in
+/// a task of its own.
+pub(crate) struct LateRequests {
+    node: usize,
+    batches: Vec<(watch::Receiver<PendingNodes>, Instant)>,
+}
+
+impl LateRequests {
+    /// Resolves once each request answered, or at its deadline (its per-node timeout).
+    pub(crate) async fn finished(self) {
+        let node = self.node;
+        for (mut batch, deadline) in self.batches {
+            // An error means the sender is gone: the batch is over either way.
+            let answered = batch.wait_for(|pending| !pending.contains(&node));
+            let _ = tokio::time::timeout_at(deadline, answered).await;
+        }
+    }
 }
 
 /// One background batch: reports each node's answer, and on drop (also when its task dies with
@@ -57,6 +79,7 @@ impl Stragglers {
         deadline: Instant,
     ) -> Batch {
         let (pending, receiver) = watch::channel(nodes);
+        self.batches.fetch_add(1, Ordering::AcqRel);
         self.lock()
             .entry(Arc::clone(&name))
             .or_default()
@@ -72,24 +95,32 @@ impl Stragglers {
         }
     }
 
-    /// Waits until no batch registered for `name` and `owner` before this call still has a
-    /// request running on `node`, or until that batch's deadline (its per-node timeout).
+    /// Whether any batch is running at all: one atomic load, so the common case (every node
+    /// answered before the attempt was decided) costs no lock.
+    pub(crate) fn any(&self) -> bool {
+        self.batches.load(Ordering::Acquire) > 0
+    }
+
+    /// What a step on `node` for `name` and `owner` has to wait for: the batches registered so
+    /// far that still have a request running there. `None` when there are none.
+    pub(crate) fn late(&self, name: &str, owner: &str, node: usize) -> Option<LateRequests> {
+        if !self.any() {
+            return None;
+        }
+        let map = self.lock();
+        let batches: Vec<_> = map
+            .get(name)?
+            .iter()
+            .filter(|batch| &*batch.owner == owner && batch.pending.borrow().contains(&node))
+            .map(|batch| (batch.pending.clone(), batch.deadline))
+            .collect();
+        (!batches.is_empty()).then_some(LateRequests { node, batches })
+    }
+
+    /// Waits for [`Stragglers::late`] on `node`, if anything.
     pub(crate) async fn wait(&self, name: &str, owner: &str, node: usize) {
-        let running: Vec<(watch::Receiver<PendingNodes>, Instant)> = {
-            let map = self.lock();
-            let Some(batches) = map.get(name) else {
-                return;
-            };
-            batches
-                .iter()
-                .filter(|batch| &*batch.owner == owner)
-                .map(|batch| (batch.pending.clone(), batch.deadline))
-                .collect()
-        };
-        for (mut batch, deadline) in running {
-            // An error means the sender is gone: the batch is over either way.
-            let answered = batch.wait_for(|pending| !pending.contains(&node));
-            let _ = tokio::time::timeout_at(deadline, answered).await;
+        if let Some(late) = self.late(name, owner, node) {
+            late.finished().await;
         }
     }
 
@@ -124,5 +155,7 @@ impl Drop for Batch {
                 map.remove(&self.name);
             }
         }
+        drop(map);
+        self.registry.batches.fetch_sub(1, Ordering::AcqRel);
     }
 }
