@@ -298,13 +298,17 @@ async fn run_steps(
                     Some((name, act, Outcome::Release(released), t0, t1))
                 }
             },
-            Op::Extend { owner, lease } => match guards[owner].last() {
+            Op::Extend { owner, lease } => match guards[owner].last_mut() {
                 None => None,
                 Some(held) => {
                     let lease = Duration::from_millis(LEASES_MS[lease]);
                     let t0 = Instant::now();
                     let outcome = match held.guard.extend(lease).await {
-                        Ok(()) => Outcome::Extended,
+                        Ok(()) => {
+                            // The guard's release now resets the lease to the extended length.
+                            held.lease = lease;
+                            Outcome::Extended
+                        }
                         Err(Error::LeaseLost) => Outcome::LeaseLost,
                         Err(error) => return Err(call_failed("extend", error)),
                     };
