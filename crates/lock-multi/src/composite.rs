@@ -307,7 +307,7 @@ impl<P: Quorum> Composite<P> {
         let started = Instant::now();
         let (name, owner): (Arc<str>, Arc<str>) = (Arc::from(name), Arc::from(owner));
         join_all(self.nodes.iter().enumerate().map(|(index, node)| {
-            let late = self.stragglers.late(&name, &owner, index);
+            let late = self.stragglers.late([(&*name, &*owner)], index);
             let call = step(Arc::clone(node), name.clone(), owner.clone());
             async move {
                 let Some(late) = late else {
@@ -565,12 +565,9 @@ impl<P: Quorum> LockBackend for Composite<P> {
                 .iter()
                 .enumerate()
                 .map(|(index, node)| async move {
-                    if self.stragglers.any() {
-                        for renewal in renewals {
-                            self.stragglers
-                                .wait(renewal.name, renewal.owner, index)
-                                .await;
-                        }
+                    let locks = renewals.iter().map(|renewal| (renewal.name, renewal.owner));
+                    if let Some(late) = self.stragglers.late(locks, index) {
+                        late.finished().await;
                     }
                     tokio::time::timeout(timeout, DynLockBackend::renew(node.as_ref(), renewals))
                         .await
@@ -736,6 +733,7 @@ mod tests {
     use super::*;
     use crate::{AllNodes, MultiLock};
     use lock_core::{LockOptions, Locker, MemoryBackend, Owner};
+    use lock_testkit::SlowNode;
 
     fn memory_nodes(n: usize) -> (Vec<MemoryBackend>, Vec<Arc<dyn DynLockBackend>>) {
         let stores: Vec<MemoryBackend> = (0..n).map(|_| MemoryBackend::new()).collect();
@@ -880,68 +878,16 @@ mod tests {
         }
     }
 
-    /// A memory node whose acquire answers late (a request not sent yet when the attempt is
-    /// decided) and whose release can be made to fail (a node lost after the grant).
-    struct SlowNode {
-        inner: MemoryBackend,
-        acquire_delay: Duration,
-        fail_release: std::sync::atomic::AtomicBool,
+    /// Three memory nodes (RedLock-like, two of three) where node 2 answers acquires late.
+    struct LateThird {
+        stores: Vec<MemoryBackend>,
+        slow: Vec<Arc<SlowNode<MemoryBackend>>>,
+        backend: Arc<Composite<TwoOfThree>>,
     }
 
-    impl SlowNode {
-        fn new(inner: MemoryBackend, acquire_delay: Duration) -> Self {
-            SlowNode {
-                inner,
-                acquire_delay,
-                fail_release: std::sync::atomic::AtomicBool::new(false),
-            }
-        }
-    }
-
-    impl LockBackend for SlowNode {
-        fn client_id(&self) -> &str {
-            LockBackend::client_id(&self.inner)
-        }
-        async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
-            tokio::time::sleep(self.acquire_delay).await;
-            LockBackend::try_acquire(&self.inner, request).await
-        }
-        async fn release(
-            &self,
-            name: &str,
-            owner: &str,
-            lease: Duration,
-        ) -> Result<ReleaseOutcome> {
-            if self.fail_release.load(std::sync::atomic::Ordering::SeqCst) {
-                return Err(Error::ConnectionLost("node lost".into()));
-            }
-            LockBackend::release(&self.inner, name, owner, lease).await
-        }
-        async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
-            LockBackend::renew(&self.inner, renewals).await
-        }
-        async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
-            LockBackend::abandon(&self.inner, name, owner, keep).await
-        }
-        async fn force_release(&self, name: &str) -> Result<bool> {
-            LockBackend::force_release(&self.inner, name).await
-        }
-        async fn inspect(&self, name: &str) -> Result<LockState> {
-            LockBackend::inspect(&self.inner, name).await
-        }
-        async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
-            LockBackend::watch_releases(&self.inner, name).await
-        }
-    }
-
-    /// Regression: the request to a node that had not answered when the quorum granted was
-    /// dropped, possibly unsent, so the lock lived on two nodes only; losing one of them then
-    /// turned a good release into a quorum error.
-    #[tokio::test]
-    async fn late_nodes_still_get_the_lock_and_the_release_waits_for_them() {
-        let delay = Duration::from_millis(300);
+    fn late_third_node(delay: Duration, node_timeout: Duration) -> LateThird {
         let stores: Vec<MemoryBackend> = (0..3).map(|_| MemoryBackend::new()).collect();
-        let slow: Vec<Arc<SlowNode>> = stores
+        let slow: Vec<Arc<SlowNode<MemoryBackend>>> = stores
             .iter()
             .enumerate()
             .map(|(i, store)| {
@@ -953,7 +899,28 @@ mod tests {
             .iter()
             .map(|node| Arc::clone(node) as Arc<dyn DynLockBackend>)
             .collect();
-        let backend = Arc::new(Composite::<TwoOfThree>::new(nodes).unwrap());
+        let backend = Composite::<TwoOfThree>::builder(nodes)
+            .node_timeout(node_timeout)
+            .build()
+            .unwrap();
+        LateThird {
+            stores,
+            slow,
+            backend: Arc::new(backend),
+        }
+    }
+
+    /// Regression: the request to a node that had not answered when the quorum granted was
+    /// dropped, possibly unsent, so the lock lived on two nodes only; losing one of them then
+    /// turned a good release into a quorum error.
+    #[tokio::test]
+    async fn late_nodes_still_get_the_lock_and_the_release_waits_for_them() {
+        let delay = Duration::from_millis(300);
+        let LateThird {
+            stores,
+            slow,
+            backend,
+        } = late_third_node(delay, Duration::from_millis(1500));
         let locker = Locker::from_arc(backend.clone());
         let options = LockOptions::new().no_wait().owner(Owner::new());
 
@@ -967,9 +934,7 @@ mod tests {
         assert_eq!(backend.stragglers.len(), 1);
 
         // Node 1 is lost after the grant: nodes 0 and 2 (the late one) must still release.
-        slow[1]
-            .fail_release
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        slow[1].fail_releases(true);
         assert_eq!(
             guard.release().await.unwrap(),
             ReleaseOutcome::PartlyReleased {
@@ -981,10 +946,7 @@ mod tests {
         // waiter runs again (on a multi-thread runtime this could race).
         assert_eq!(backend.stragglers.len(), 0);
         for i in [0, 2] {
-            let state = Locker::new(stores[i].new_client())
-                .state("late")
-                .await
-                .unwrap();
+            let state = node_state(&stores[i], "late").await;
             assert!(!state.is_locked(), "node {i}: {state:?}");
         }
     }
@@ -992,50 +954,18 @@ mod tests {
     /// A late grant is never left behind by a release that overtook it.
     #[tokio::test]
     async fn a_release_right_after_the_grant_leaves_nothing_on_the_late_node() {
-        let stores: Vec<MemoryBackend> = (0..3).map(|_| MemoryBackend::new()).collect();
-        let nodes = stores
-            .iter()
-            .enumerate()
-            .map(|(i, store)| {
-                let delay = Duration::from_millis(if i == 0 { 150 } else { 0 });
-                Arc::new(SlowNode::new(store.new_client(), delay)) as Arc<dyn DynLockBackend>
-            })
-            .collect();
-        let locker = Locker::new(Composite::<TwoOfThree>::new(nodes).unwrap());
+        let late = late_third_node(Duration::from_millis(150), Duration::from_millis(1500));
+        let (stores, locker) = (late.stores, Locker::from_arc(late.backend));
         for round in 0..3 {
             let guard = locker.lock("again").await.unwrap();
             assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
             // Past the late node's delay: a grant that overtook the release would show now.
             tokio::time::sleep(Duration::from_millis(200)).await;
             for (i, store) in stores.iter().enumerate() {
-                let state = Locker::new(store.new_client())
-                    .state("again")
-                    .await
-                    .unwrap();
+                let state = node_state(store, "again").await;
                 assert!(!state.is_locked(), "round {round}, node {i}: {state:?}");
             }
         }
-    }
-
-    /// Three memory nodes (RedLock-like, two of three) where node 2 answers acquires late.
-    fn late_third_node(
-        delay: Duration,
-        node_timeout: Duration,
-    ) -> (Vec<MemoryBackend>, Arc<Composite<TwoOfThree>>) {
-        let stores: Vec<MemoryBackend> = (0..3).map(|_| MemoryBackend::new()).collect();
-        let nodes = stores
-            .iter()
-            .enumerate()
-            .map(|(i, store)| {
-                let delay = if i == 2 { delay } else { Duration::ZERO };
-                Arc::new(SlowNode::new(store.new_client(), delay)) as Arc<dyn DynLockBackend>
-            })
-            .collect();
-        let backend = Composite::<TwoOfThree>::builder(nodes)
-            .node_timeout(node_timeout)
-            .build()
-            .unwrap();
-        (stores, Arc::new(backend))
     }
 
     async fn node_state(store: &MemoryBackend, name: &str) -> LockState {
@@ -1046,8 +976,8 @@ mod tests {
     #[tokio::test]
     async fn a_cancelled_release_still_reaches_the_late_node() {
         let delay = Duration::from_millis(200);
-        let (stores, backend) = late_third_node(delay, Duration::from_secs(1));
-        let locker = Locker::from_arc(backend);
+        let late = late_third_node(delay, Duration::from_secs(1));
+        let (stores, locker) = (late.stores, Locker::from_arc(late.backend));
         let guard = locker.lock("cancelled").await.unwrap();
         let cut = tokio::time::timeout(Duration::from_millis(20), guard.release()).await;
         assert!(cut.is_err(), "the release waits for the late node");
@@ -1062,8 +992,8 @@ mod tests {
     /// node ends with the extended lease too.
     #[tokio::test]
     async fn an_extend_right_after_the_grant_waits_for_the_late_node() {
-        let (stores, backend) = late_third_node(Duration::from_millis(150), Duration::from_secs(1));
-        let locker = Locker::from_arc(backend);
+        let late = late_third_node(Duration::from_millis(150), Duration::from_secs(1));
+        let (stores, locker) = (late.stores, Locker::from_arc(late.backend));
         let options = LockOptions::new().lease(Duration::from_secs(5));
         let guard = locker
             .lock_with("extended", &options)
@@ -1082,7 +1012,8 @@ mod tests {
     /// release from another runtime only until the request's deadline.
     #[test]
     fn an_idle_runtime_does_not_hold_up_a_release() {
-        let (stores, backend) = late_third_node(Duration::from_secs(5), Duration::from_millis(100));
+        let late = late_third_node(Duration::from_secs(5), Duration::from_millis(100));
+        let (stores, backend) = (late.stores, late.backend);
         let idle = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

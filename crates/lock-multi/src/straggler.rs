@@ -101,27 +101,33 @@ impl Stragglers {
         self.batches.load(Ordering::Acquire) > 0
     }
 
-    /// What a step on `node` for `name` and `owner` has to wait for: the batches registered so
-    /// far that still have a request running there. `None` when there are none.
-    pub(crate) fn late(&self, name: &str, owner: &str, node: usize) -> Option<LateRequests> {
+    /// What a step on `node` for these `(name, owner)` locks has to wait for: the batches
+    /// registered so far that still have a request running there. `None` when there are none.
+    /// One lock of the registry for the whole list (a renewal batch can hold thousands).
+    pub(crate) fn late<'a>(
+        &self,
+        locks: impl IntoIterator<Item = (&'a str, &'a str)>,
+        node: usize,
+    ) -> Option<LateRequests> {
         if !self.any() {
             return None;
         }
         let map = self.lock();
-        let batches: Vec<_> = map
-            .get(name)?
-            .iter()
-            .filter(|batch| &*batch.owner == owner && batch.pending.borrow().contains(&node))
-            .map(|batch| (batch.pending.clone(), batch.deadline))
-            .collect();
-        (!batches.is_empty()).then_some(LateRequests { node, batches })
-    }
-
-    /// Waits for [`Stragglers::late`] on `node`, if anything.
-    pub(crate) async fn wait(&self, name: &str, owner: &str, node: usize) {
-        if let Some(late) = self.late(name, owner, node) {
-            late.finished().await;
+        let mut batches = Vec::new();
+        for (name, owner) in locks {
+            let Some(running) = map.get(name) else {
+                continue;
+            };
+            batches.extend(
+                running
+                    .iter()
+                    .filter(|batch| {
+                        &*batch.owner == owner && batch.pending.borrow().contains(&node)
+                    })
+                    .map(|batch| (batch.pending.clone(), batch.deadline)),
+            );
         }
+        (!batches.is_empty()).then_some(LateRequests { node, batches })
     }
 
     /// How many lock names still have requests running (tests).

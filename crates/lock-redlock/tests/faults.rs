@@ -8,14 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOutcome, AcquireRequest, DynLockBackend, Error, LeaseLoss, LockBackend, LockGuard,
-    LockOptions, LockState, Locker, Owner, ReleaseOutcome, ReleaseWatch, RenewOutcome, Renewal,
-    Result,
+    DynLockBackend, Error, LeaseLoss, LockBackend, LockGuard, LockOptions, Locker, Owner,
+    ReleaseOutcome,
 };
 use lock_multi::{Composite, MultiLock, Quorum};
 use lock_redis::RedisBackend;
 use lock_redlock::RedLock;
-use lock_testkit::RedisNodes;
+use lock_testkit::{RedisNodes, SlowNode};
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
@@ -118,56 +117,6 @@ fn quorum_failed_nodes(error: &Error) -> Option<Vec<usize>> {
             Some(failed)
         }
         _ => None,
-    }
-}
-
-/// A node backend with request latency: every acquire waits `delay` before it is sent; all
-/// other calls go through at once.
-struct Slow {
-    inner: RedisBackend,
-    delay: Duration,
-}
-
-impl LockBackend for Slow {
-    fn client_id(&self) -> &str {
-        LockBackend::client_id(&self.inner)
-    }
-
-    fn check_name(&self, name: &str) -> Result<()> {
-        LockBackend::check_name(&self.inner, name)
-    }
-
-    fn clock_drift(&self, lease: Duration) -> Duration {
-        LockBackend::clock_drift(&self.inner, lease)
-    }
-
-    async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
-        tokio::time::sleep(self.delay).await;
-        LockBackend::try_acquire(&self.inner, request).await
-    }
-
-    async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
-        LockBackend::release(&self.inner, name, owner, lease).await
-    }
-
-    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
-        LockBackend::renew(&self.inner, renewals).await
-    }
-
-    async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
-        LockBackend::abandon(&self.inner, name, owner, keep).await
-    }
-
-    async fn force_release(&self, name: &str) -> Result<bool> {
-        LockBackend::force_release(&self.inner, name).await
-    }
-
-    async fn inspect(&self, name: &str) -> Result<LockState> {
-        LockBackend::inspect(&self.inner, name).await
-    }
-
-    async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
-        LockBackend::watch_releases(&self.inner, name).await
     }
 }
 
@@ -535,10 +484,7 @@ fn with_slow_nodes(
         .enumerate()
         .map(|(i, backend)| {
             if i < slow {
-                Arc::new(Slow {
-                    inner: backend.clone(),
-                    delay,
-                }) as Arc<dyn DynLockBackend>
+                Arc::new(SlowNode::new(backend.clone(), delay)) as Arc<dyn DynLockBackend>
             } else {
                 Arc::new(backend.clone()) as Arc<dyn DynLockBackend>
             }

@@ -30,6 +30,7 @@ pub mod replication;
 pub mod resource;
 pub mod schedule;
 pub mod server;
+pub mod slow_node;
 
 #[cfg(feature = "testcontainers")]
 pub mod containers;
@@ -43,3 +44,4 @@ pub use resource::{FencedResource, WriteOutcome};
 pub use schedule::{FaultFuture, Schedule, ScheduleReport, run_schedule};
 pub use server::ClientInfo;
 pub use server::{RedisServer, ServerError, ServerOptions};
+pub use slow_node::SlowNode;
