@@ -400,8 +400,9 @@ pub trait LockBackend: Send + Sync + 'static {
     ///   what the attempt may have taken.
     ///
     /// Then, within a wait deadline, the Locker tries again after about 50 ms if the error is
-    /// retryable ([`crate::Error::is_retryable`]: the ambiguous ones, and a read-only replica,
-    /// an out-of-memory or an unavailable server); otherwise it returns the error.
+    /// retryable ([`crate::Error::is_retryable`]: the ambiguous ones, a read-only replica, an
+    /// out-of-memory or unavailable server, and a quorum error whose node failures all are);
+    /// otherwise it returns the error.
     ///
     /// # Cancel safety
     ///
@@ -603,8 +604,8 @@ pub trait LockBackend: Send + Sync + 'static {
     /// # Cancel safety
     ///
     /// A dropped registration must not leave a subscription behind for good.
-    /// [`crate::ReleaseHub`] takes care of it: once the last watch of a topic is gone, it calls
-    /// the idle hook for every topic whose subscription was requested, sent or not.
+    /// [`crate::ReleaseHub`] takes care of it: once the last watch of a name is gone, it calls
+    /// the idle hook if a subscription was requested, even one that was cancelled or failed.
     fn watch_releases(&self, name: &str) -> impl Future<Output = Result<ReleaseWatch>> + Send;
 }
 
