@@ -15,6 +15,7 @@ use crate::notify::{ReleaseHub, ReleaseWatch};
 
 #[derive(Default)]
 struct Held {
+    /// Owner field (`<client id>:<holder id>`) → hold count.
     holders: HashMap<String, u32>,
     expires_at: Option<Instant>,
 }
@@ -22,6 +23,7 @@ struct Held {
 #[derive(Default)]
 struct Tables {
     locks: HashMap<String, Held>,
+    /// The last fencing token per name; kept when the lock goes, for the life of the store.
     fencing: HashMap<String, u64>,
 }
 
@@ -32,7 +34,9 @@ struct Store {
 
 /// A lock store in process memory with the same semantics as the Redis backend: reentrant hold
 /// counts, leases that really expire (on tokio's clock, so paused-time tests work), fencing
-/// counters and release notifications.
+/// counters and release notifications. Every step is one critical section under the store's
+/// mutex, so it is atomic and never fails; it meets the whole [`LockBackend`] contract, except
+/// that fencing tokens only grow for the life of the store (a new store starts again at 1).
 ///
 /// [`MemoryBackend::new_client`] gives another client (its own client id) of the same store, to
 /// play several processes in one test.
@@ -95,7 +99,7 @@ impl MemoryBackend {
         }
     }
 
-    /// Whether any lock (live or not yet collected) or fencing counter exists for `name`.
+    /// Whether `name` is held: a lock exists for it and its lease has not run out.
     #[must_use]
     pub fn has_lock(&self, name: &str) -> bool {
         let mut tables = self.tables();
@@ -156,12 +160,17 @@ impl LockBackend for MemoryBackend {
         }))
     }
 
-    async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
+    async fn release(
+        &self,
+        name: &str,
+        owner_field: &str,
+        lease: Duration,
+    ) -> Result<ReleaseOutcome> {
         let mut tables = self.tables();
         let Some(held) = live(&mut tables.locks, name) else {
             return Ok(ReleaseOutcome::NotHeld);
         };
-        let Some(count) = held.holders.get_mut(owner) else {
+        let Some(count) = held.holders.get_mut(owner_field) else {
             return Ok(ReleaseOutcome::NotHeld);
         };
         *count -= 1;
@@ -191,18 +200,18 @@ impl LockBackend for MemoryBackend {
             .collect())
     }
 
-    async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
+    async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
         let mut tables = self.tables();
         let Some(held) = live(&mut tables.locks, name) else {
             return Ok(());
         };
-        match held.holders.get_mut(owner) {
+        match held.holders.get_mut(owner_field) {
             Some(count) if *count > keep => {
                 if keep > 0 {
                     *count = keep;
                     return Ok(());
                 }
-                held.holders.remove(owner);
+                held.holders.remove(owner_field);
             }
             _ => return Ok(()),
         }
@@ -233,7 +242,7 @@ impl LockBackend for MemoryBackend {
                 let mut holders: Vec<(String, u32)> = held
                     .holders
                     .iter()
-                    .map(|(owner, count)| (owner.clone(), *count))
+                    .map(|(field, count)| (field.clone(), *count))
                     .collect();
                 holders.sort();
                 LockState::new(
