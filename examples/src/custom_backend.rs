@@ -230,10 +230,11 @@ impl LockBackend for MapBackend {
             .collect())
     }
 
-    /// Called by the locker after an acquire whose outcome it could not see (a timeout, a broken
-    /// connection): lower the owner's holds to at most `keep`, freeing the lock at zero.
-    /// Idempotent, unlike retrying the acquire. This store never fails mid-call, so the locker
-    /// never needs it here; a networked backend does.
+    /// Called after a step whose outcome could not be seen (a timeout, a broken connection): by
+    /// the locker after an ambiguous acquire or release, and by a composite (MultiLock, RedLock)
+    /// to undo a failed attempt on each of its nodes. Lowers the owner's holds to at most
+    /// `keep`, freeing the lock at zero; idempotent, unlike retrying the acquire. This store
+    /// never fails mid-call, so on its own it is only called as a composite's node.
     async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
         let mut tables = self.tables();
         let Some(entry) = tables.live(name).filter(|entry| entry.owner == owner) else {
