@@ -59,6 +59,8 @@ impl NativeDelete {
     }
 }
 
+/// `LockBackend::try_acquire`: `SET NX PX` in a (coalesced) pipeline, then `PTTL` when the
+/// lock is held; the fenced-acquire script when a token is asked for.
 pub(crate) async fn try_acquire(
     calls: &Arc<Calls>,
     request: AcquireRequest<'_>,
@@ -214,14 +216,17 @@ pub(crate) async fn abandon(
     }
 }
 
+/// `LockBackend::renew` with the fast renew script.
 pub(crate) async fn renew(calls: &Calls, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
     scripted::renew(calls, &FAST_RENEW, renewals).await
 }
 
+/// `LockBackend::force_release` with the fast force-release script.
 pub(crate) async fn force_release(calls: &Calls, name: &str) -> Result<bool> {
     scripted::force_release(calls, &FAST_FORCE_RELEASE, name).await
 }
 
+/// `LockBackend::inspect` with the fast inspect script.
 pub(crate) async fn inspect(calls: &Calls, name: &str) -> Result<LockState> {
     scripted::inspect(calls, &FAST_INSPECT, name).await
 }

@@ -18,6 +18,7 @@ use crate::wire::scripts::{
     ABANDON, ACQUIRE, FORCE_RELEASE, INSPECT, RELEASE, RENEW, abandon_arguments, abandon_command,
 };
 
+/// `LockBackend::try_acquire`: the acquire script, in a pipeline shared with concurrent calls.
 pub(crate) async fn try_acquire(
     calls: &Arc<Calls>,
     request: AcquireRequest<'_>,
@@ -42,6 +43,7 @@ pub(crate) async fn try_acquire(
     acquire_outcome(&reply, request.fencing)
 }
 
+/// `LockBackend::release`: the release script, in a pipeline shared with concurrent calls.
 pub(crate) async fn release(
     calls: &Arc<Calls>,
     name: &str,
@@ -68,10 +70,13 @@ pub(crate) async fn release(
     })
 }
 
+/// `LockBackend::renew` with the reentrant renew script.
 pub(crate) async fn renew(calls: &Calls, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
     scripted::renew(calls, &RENEW, renewals).await
 }
 
+/// `LockBackend::abandon`: the cleanup script, sent whole; deferred to the next connection
+/// when the call's outcome is unknown and there is no connection right now.
 pub(crate) async fn abandon(calls: &Calls, name: &str, owner: &str, keep: u32) -> Result<()> {
     let channel = keys::channel(name);
     let abandoned: Result<(i64,)> = calls
@@ -95,10 +100,12 @@ pub(crate) async fn abandon(calls: &Calls, name: &str, owner: &str, keep: u32) -
     Ok(())
 }
 
+/// `LockBackend::force_release` with the reentrant force-release script.
 pub(crate) async fn force_release(calls: &Calls, name: &str) -> Result<bool> {
     scripted::force_release(calls, &FORCE_RELEASE, name).await
 }
 
+/// `LockBackend::inspect` with the reentrant inspect script.
 pub(crate) async fn inspect(calls: &Calls, name: &str) -> Result<LockState> {
     scripted::inspect(calls, &INSPECT, name).await
 }
