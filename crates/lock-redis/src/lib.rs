@@ -1,3 +1,19 @@
+// Layers. The crate is a one-way ladder: each file uses only the layers below it (and, within
+// its own layer, only files below it), never one above, so a change in a layer is seen only by
+// the layers above it. From the top:
+//
+// 5. backend (`backend::{options, redis_backend, builder}`): the settings, `RedisBackend` and its
+//    `LockBackend` impl dispatching to the lock kind, the builder that connects.
+// 4. lock kinds (`kind::{scripted, reentrant, fast}`): what each lock operation sends and how its
+//    answer reads, through the calls layer.
+// 3. calls (`call`, `call::coalesce`): one lock call, alone or coalesced, within its timeout,
+//    its reply proven to be its own.
+// 2. connection (`connection` over `standalone`, `deferred`, `alignment`; `connection::pubsub`):
+//    one replaceable, fenced connection that knows commands, not locks (the seam for other
+//    server topologies), and the notification connection.
+// 1. wire (`wire::{keys, errors, lock_script, scripts, reply}`): names on the server, the
+//    scripts and the commands built from them, reply decoding, error mapping.
+
 //! Reentrant, watchdog-renewed, pub/sub-woken locks on one Redis or Valkey node, with the same
 //! data layout as Redisson's `RLock`, so Rust and Java services can share a lock.
 //!
@@ -7,7 +23,13 @@
 //! | release channel | `redisson_lock__channel:{<name>}`, message `0` |
 //! | fencing counter | `redisson_lock_token:{<name>}` (INCR per grant, only when asked for) |
 //!
-//! All logic runs in Lua scripts sent with EVALSHA (reloaded on NOSCRIPT).
+//! The reentrant lock ([`LockKind::Reentrant`]) is one Lua script per call, sent by hash with
+//! `EVALSHA`; when the server answers `NOSCRIPT` (an empty script cache) the call is sent again
+//! whole with `EVAL`. The cleanup after a call of unknown outcome always goes whole with
+//! `EVAL`, so it applies in one request even on an empty cache. The fast lock
+//! ([`LockKind::Fast`]) takes and gives back with native commands (`SET NX PX`; `DELIFEQ` or
+//! `DELEX … IFEQ` where the server has one, else a script) and uses scripts for the rest. Each
+//! new command connection loads every script with `SCRIPT LOAD` (best effort).
 //!
 //! # Example
 //!
@@ -28,14 +50,15 @@
 //! ```
 
 mod backend;
-mod coalesce;
-mod errors;
-mod fast;
-pub mod keys;
-mod link;
-mod pubsub;
+mod call;
+mod connection;
+mod kind;
+mod wire;
 
-pub use backend::{
+pub use backend::builder::RedisBackendBuilder;
+pub use backend::options::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL, LockKind,
-    NotificationMode, RedisBackend, RedisBackendBuilder,
+    NotificationMode,
 };
+pub use backend::redis_backend::RedisBackend;
+pub use wire::keys;

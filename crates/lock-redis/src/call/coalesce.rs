@@ -6,21 +6,19 @@
 //! a free slot sends its commands at once (a lone caller pays nothing extra), and calls arriving
 //! while the slots are busy queue up and go out together, in arrival order, as soon as a slot
 //! frees. Every pipeline ends with a `PING <request id>` whose answer proves all the replies before
-//! it belong to it (see `crate::link`).
+//! it belong to it (see `crate::connection`).
 //!
 //! A queued call is bounded by the pipeline ahead of it and its own, each within its timeout. A
 //! caller that gives up while queued (its future dropped) is skipped when the batch is made:
 //! nothing of it is sent. Once sent, the commands run whatever happens to the caller, as for a
 //! call sent alone.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_core::{Error, Result};
 use redis::{Cmd, Value};
 use tokio::sync::oneshot;
-
-use crate::backend::RedisBackend;
 
 /// Pipelines in flight at once per backend: two, so the server works on one while the client
 /// reads the replies of the other and fills the next.
@@ -47,6 +45,22 @@ pub(crate) struct Coalescer {
     state: Mutex<State>,
 }
 
+/// What owns a [`Coalescer`] and sends its pipelines (the calls layer). Slots and drain tasks
+/// keep it alive; generic rather than boxed, so taking a turn costs what it did.
+pub(crate) trait Carrier: Send + Sync + 'static {
+    /// The queue.
+    fn coalescer(&self) -> &Coalescer;
+
+    /// Sends `commands` as one pipeline and returns the replies cut into groups of `counts`
+    /// (error replies included as `Value::ServerError`).
+    fn pipeline_of(
+        &self,
+        commands: Vec<Cmd>,
+        counts: &[usize],
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Vec<Vec<Value>>>> + Send;
+}
+
 fn lock(coalescer: &Coalescer) -> std::sync::MutexGuard<'_, State> {
     coalescer
         .state
@@ -56,13 +70,13 @@ fn lock(coalescer: &Coalescer) -> std::sync::MutexGuard<'_, State> {
 
 /// A pipeline slot held by whoever sends; freed (or handed to a task that sends the queue) when
 /// dropped, also if the sender's future is dropped mid-call.
-pub(crate) struct Slot {
-    backend: RedisBackend,
+pub(crate) struct Slot<C: Carrier> {
+    carrier: Arc<C>,
 }
 
-impl Drop for Slot {
+impl<C: Carrier> Drop for Slot<C> {
     fn drop(&mut self) {
-        let coalescer = self.backend.coalescer();
+        let coalescer = self.carrier.coalescer();
         let mut state = lock(coalescer);
         if state.queue.is_empty() {
             state.in_flight -= 1;
@@ -73,7 +87,7 @@ impl Drop for Slot {
         // at once. The guard is made here and moved into the task, so the slot is given back
         // even if the task is dropped unpolled (its runtime shutting down).
         let drainer = Drainer {
-            backend: self.backend.clone(),
+            carrier: self.carrier.clone(),
             done: false,
         };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -86,18 +100,18 @@ impl Drop for Slot {
 /// The slot held by a drain task. Dropped before the queue is empty (the task dropped with
 /// its runtime), it gives the slot back and fails the calls still queued, none of which was
 /// sent; calls in the batch being sent see their reply channel closed (ambiguous).
-struct Drainer {
-    backend: RedisBackend,
+struct Drainer<C: Carrier> {
+    carrier: Arc<C>,
     /// Set once the task gave the slot back itself (queue empty, under the lock).
     done: bool,
 }
 
-impl Drop for Drainer {
+impl<C: Carrier> Drop for Drainer<C> {
     fn drop(&mut self) {
         if self.done {
             return;
         }
-        let mut state = lock(self.backend.coalescer());
+        let mut state = lock(self.carrier.coalescer());
         state.in_flight -= 1;
         for pending in state.queue.drain(..) {
             let _ = pending.reply.send(Err(Error::Unavailable(
@@ -109,59 +123,33 @@ impl Drop for Drainer {
 
 /// What a call gets from the coalescer: a free pipeline slot (send alone, now) or a place in
 /// the queue (its replies arrive on the receiver).
-pub(crate) enum Turn {
-    Alone(Slot),
+pub(crate) enum Turn<C: Carrier> {
+    Alone(Slot<C>),
     Queued(oneshot::Receiver<Result<Vec<Value>>>),
 }
 
-impl RedisBackend {
-    /// Takes a free pipeline slot, or queues the commands `make` builds. One step under one
-    /// lock, so a call never queues just after the last pipeline in flight looked at the queue.
-    pub(crate) fn take_turn(&self, timeout: Duration, make: impl FnOnce() -> Vec<Cmd>) -> Turn {
-        let mut state = lock(self.coalescer());
-        if state.in_flight < MAX_IN_FLIGHT {
-            state.in_flight += 1;
-            drop(state);
-            return Turn::Alone(Slot {
-                backend: self.clone(),
-            });
-        }
-        let (reply, answer) = oneshot::channel();
-        state.queue.push(Pending {
-            commands: make(),
-            timeout,
-            reply,
+/// Takes a free pipeline slot, or queues the commands `make` builds. One step under one lock,
+/// so a call never queues just after the last pipeline in flight looked at the queue.
+pub(crate) fn take_turn<C: Carrier>(
+    carrier: &Arc<C>,
+    timeout: Duration,
+    make: impl FnOnce() -> Vec<Cmd>,
+) -> Turn<C> {
+    let mut state = lock(carrier.coalescer());
+    if state.in_flight < MAX_IN_FLIGHT {
+        state.in_flight += 1;
+        drop(state);
+        return Turn::Alone(Slot {
+            carrier: carrier.clone(),
         });
-        Turn::Queued(answer)
     }
-
-    /// Sends `commands` in a pipeline (shared with concurrent calls) and returns their replies,
-    /// in order, error replies included as `Value::ServerError`.
-    ///
-    /// # Errors
-    ///
-    /// `Timeout` or `ConnectionLost` (both ambiguous) when the pipeline as a whole failed.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropped while queued, nothing is sent; dropped after sending, the commands still run.
-    pub(crate) async fn send_coalesced(
-        &self,
-        commands: Vec<Cmd>,
-        timeout: Duration,
-    ) -> Result<Vec<Value>> {
-        let mut commands = Some(commands);
-        match self.take_turn(timeout, || commands.take().unwrap_or_default()) {
-            Turn::Alone(slot) => {
-                let commands = commands.unwrap_or_default();
-                let counts = [commands.len()];
-                let replies = self.pipeline_of(commands, &counts, timeout).await;
-                drop(slot);
-                Ok(replies?.pop().unwrap_or_default())
-            }
-            Turn::Queued(answer) => queued_reply(answer, timeout).await,
-        }
-    }
+    let (reply, answer) = oneshot::channel();
+    state.queue.push(Pending {
+        commands: make(),
+        timeout,
+        reply,
+    });
+    Turn::Queued(answer)
 }
 
 /// Waits for a queued call's replies: at most the pipeline ahead of it and its own, each
@@ -183,11 +171,11 @@ pub(crate) async fn queued_reply(
 
 /// Sends the queue, batch after batch, while calls wait; then frees the slot (the drainer's
 /// drop, with the queue empty).
-async fn drain(mut drainer: Drainer) {
-    let backend = drainer.backend.clone();
+async fn drain<C: Carrier>(mut drainer: Drainer<C>) {
+    let carrier = drainer.carrier.clone();
     loop {
         let batch = {
-            let mut state = lock(backend.coalescer());
+            let mut state = lock(carrier.coalescer());
             let mut batch = Vec::new();
             let mut commands = 0;
             let mut rest = Vec::new();
@@ -223,7 +211,7 @@ async fn drain(mut drainer: Drainer) {
             commands.extend(pending.commands);
             replies_to.push(pending.reply);
         }
-        match backend.pipeline_of(commands, &counts, timeout).await {
+        match carrier.pipeline_of(commands, &counts, timeout).await {
             Ok(groups) => {
                 for (reply, group) in replies_to.into_iter().zip(groups) {
                     let _ = reply.send(Ok(group));

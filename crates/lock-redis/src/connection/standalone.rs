@@ -1,4 +1,5 @@
-//! The command connection, and how it is replaced when it can no longer be trusted.
+//! The standalone connection kind: one server, one multiplexed connection, and how it is
+//! replaced when it can no longer be trusted.
 //!
 //! Every lock call goes out on one multiplexed connection, whose replies are matched to requests
 //! by order. Two things can break that connection in ways redis-rs cannot see:
@@ -30,10 +31,14 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use lock_core::{Error, Result};
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, Cmd, Value};
+use redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, Value};
 use tokio::sync::{Notify, watch};
 
-use crate::errors::map_error;
+use crate::connection::alignment::Alignment;
+use crate::connection::deferred::Deferred;
+use crate::wire::errors::map_error;
+use crate::wire::reply::echoes;
+use crate::wire::scripts;
 
 /// How the server knows one of our connections: enough to kill exactly that client.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,7 +57,7 @@ pub(crate) struct Link {
 
 impl Link {
     /// A handle to send requests on (cheap: the connection is shared).
-    pub(crate) fn connection(&self) -> MultiplexedConnection {
+    fn connection(&self) -> MultiplexedConnection {
         self.connection.clone()
     }
 }
@@ -64,7 +69,7 @@ struct Current {
     generation: u64,
     /// Cleanups that failed while there was no link: replayed on the new link, in order, right
     /// after the fence and before anything else can use it.
-    deferred: VecDeque<Cleanup>,
+    deferred: VecDeque<Arc<dyn Deferred>>,
     /// Clients to kill before the next link is published: the discarded link, and any attempt
     /// link that sent cleanups and was then given up.
     fences: Vec<ServerClient>,
@@ -73,22 +78,6 @@ struct Current {
     /// next caller); numbered so a task that ends late never clears a newer one's mark.
     replacer: u64,
     replacers_started: u64,
-}
-
-/// A cleanup (lower `owner`'s hold count on `name` to at most `keep`) that could not be sent.
-///
-/// After a timeout the connection is replaced, and the cleanup of the timed-out call can find
-/// no connection to go out on. It is kept here and runs as the first request on the new
-/// connection, once the fence has stopped the old one: nothing of this backend can run on the
-/// server between the fence and the cleanup, so the count it sets is still the right one, and
-/// the hold it undoes is gone at once instead of when its lease ends.
-#[derive(Clone, Debug)]
-pub(crate) struct Cleanup {
-    pub(crate) name: String,
-    pub(crate) owner: String,
-    pub(crate) keep: u32,
-    /// A fast (string) lock rather than a reentrant (hash) one.
-    pub(crate) fast: bool,
 }
 
 /// At most this many cleanups wait for a new connection; beyond it the oldest are dropped
@@ -111,12 +100,12 @@ struct Shared {
     nonce: AtomicU64,
 }
 
-/// The command connection of one backend, replaced (with a fence) on demand.
-pub(crate) struct Links {
+/// The command connection of one backend to one server, replaced (with a fence) on demand.
+pub(crate) struct Standalone {
     shared: Arc<Shared>,
 }
 
-impl Links {
+impl Standalone {
     /// Makes the first connection (no fence needed: nothing was sent before it).
     ///
     /// # Errors
@@ -128,7 +117,7 @@ impl Links {
         client: Client,
         connect_timeout: Duration,
         command_timeout: Duration,
-    ) -> Result<Links> {
+    ) -> Result<Standalone> {
         // No response timeout in redis-rs: every call has its own, and a timed-out call
         // replaces the connection here.
         let config = AsyncConnectionConfig::new()
@@ -141,7 +130,7 @@ impl Links {
             })??;
         link.generation = 1;
         let (published, _) = watch::channel(1);
-        Ok(Links {
+        Ok(Standalone {
             shared: Arc::new(Shared {
                 client,
                 config,
@@ -188,14 +177,14 @@ impl Links {
     /// Keeps `cleanup` for the next connection when there is none right now (the call failed
     /// because its connection is being replaced). Returns whether it was kept; when a link is
     /// up, the caller's own retry (the locker's debt) handles it, in order with its next calls.
-    pub(crate) fn defer(&self, cleanup: Cleanup) -> bool {
+    pub(crate) fn defer(&self, cleanup: Arc<dyn Deferred>) -> bool {
         let mut current = lock(&self.shared.current);
         if current.link.is_some() {
             return false;
         }
         if current.deferred.len() >= MAX_DEFERRED {
             tracing::warn!(
-                name = %current.deferred[0].name,
+                name = %current.deferred[0].route(),
                 "too many cleanups wait for a connection; dropping the oldest (its lease ends it)"
             );
             current.deferred.pop_front();
@@ -251,6 +240,59 @@ impl Links {
             // No runtime: the next caller (which has one) starts it.
             Err(_) => drop(flag),
         }
+    }
+
+    /// Sends `command` on `link` and returns the raw reply; a transport error discards the link.
+    pub(crate) async fn send(&self, link: &Arc<Link>, command: &Cmd) -> Result<Value> {
+        let mut connection = link.connection();
+        match connection.send_packed_command(command).await {
+            Ok(value) => Ok(value),
+            Err(error) => {
+                self.discard(link, "connection error");
+                Err(map_error(&error, Duration::ZERO))
+            }
+        }
+    }
+
+    /// Sends `pipeline` on `link` and returns its replies, error replies included. The caller
+    /// judges a failure (it may be its own timeout's doing) and discards the link.
+    pub(crate) async fn send_pipeline(
+        &self,
+        link: &Arc<Link>,
+        pipeline: &Pipeline,
+    ) -> redis::RedisResult<Vec<Value>> {
+        let mut connection = link.connection();
+        connection
+            .send_packed_commands(pipeline, 0, pipeline.len())
+            .await
+    }
+
+    /// Sends `command` on `link` outside the lock protocol: no proof, and a failure does not
+    /// discard the link.
+    pub(crate) async fn ask(&self, link: &Arc<Link>, command: &Cmd) -> redis::RedisResult<Value> {
+        let mut connection = link.connection();
+        connection.send_packed_command(command).await
+    }
+
+    /// Whether `link` is still in step: a `PING` with a fresh id must come back with that id.
+    /// Used before trusting a reply that carries no id (an error reply). A link found out of step
+    /// (or silent) is discarded.
+    pub(crate) async fn in_step(&self, link: &Arc<Link>) -> Alignment {
+        let nonce = self.next_nonce();
+        let mut ping = redis::cmd("PING");
+        ping.arg(nonce);
+        let step = match self.send(link, &ping).await {
+            Ok(Value::BulkString(bytes)) if bytes == nonce.to_string().as_bytes() => {
+                Alignment::Proven
+            }
+            Ok(Value::SimpleString(text)) if text == nonce.to_string() => Alignment::Proven,
+            Ok(Value::ServerError(error)) => return Alignment::Refused(error),
+            _ => Alignment::Broken,
+        };
+        if matches!(step, Alignment::Broken) {
+            self.discard(link, "out of step");
+        }
+        step
     }
 }
 
@@ -392,15 +434,15 @@ async fn publish(shared: &Shared, link: &Arc<Link>) -> Result<()> {
             }
         };
         let nonce = shared.nonce.fetch_add(1, Ordering::Relaxed);
-        let command = crate::backend::abandon_command(&next, nonce);
+        let command = next.command(nonce);
         let mut connection = link.connection();
         match connection.send_packed_command(&command).await {
-            Ok(Value::Array(items)) if crate::backend::echoes(items.first(), nonce) => {}
+            Ok(Value::Array(items)) if echoes(items.first(), nonce) => {}
             // Refused by the server (the key changed type, a read-only replica, ...): retrying
             // would be refused again and hold up every call. Its hold ends with its lease.
             Ok(Value::ServerError(error)) => tracing::warn!(
                 ?error,
-                name = %next.name,
+                name = %next.route(),
                 "a deferred cleanup was refused; its hold ends with its lease"
             ),
             Ok(other) => return Err(Error::Protocol(format!("cleanup answered {other:?}"))),
@@ -430,12 +472,29 @@ async fn establish(client: &Client, config: &AsyncConnectionConfig) -> Result<Li
         // Busy, loading, a broken connection: try again with another connection.
         Err(error) => return Err(map_error(&error, Duration::ZERO)),
     };
-    crate::backend::preload_scripts(&connection).await;
+    preload_scripts(&connection).await;
     Ok(Link {
         connection,
         identity,
         generation: 0,
     })
+}
+
+/// Loads every script into the server's cache on a new connection, so that calls go out by
+/// hash from the start. Best effort: a user without `SCRIPT LOAD` rights still works, sending
+/// scripts whole on first use.
+async fn preload_scripts(connection: &MultiplexedConnection) {
+    // All at once: one round trip on the multiplexed connection.
+    let loads = scripts::preloaded().map(|script| {
+        let mut connection = connection.clone();
+        async move { script.script().load_async(&mut connection).await }
+    });
+    for result in futures_util::future::join_all(loads).await {
+        if let Err(error) = result {
+            tracing::debug!(%error, "could not preload the lock scripts");
+            return;
+        }
+    }
 }
 
 /// Kills the old client on the server, so nothing it still has queued can run after requests
@@ -487,48 +546,6 @@ fn parse_client_info(info: &str) -> Option<ServerClient> {
         id: id?,
         addr: addr?,
     })
-}
-
-/// Sends `command` on `link` and returns the raw reply; a transport error discards the link.
-pub(crate) async fn send(links: &Links, link: &Arc<Link>, command: &Cmd) -> Result<Value> {
-    let mut connection = link.connection();
-    match connection.send_packed_command(command).await {
-        Ok(value) => Ok(value),
-        Err(error) => {
-            links.discard(link, "connection error");
-            Err(map_error(&error, Duration::ZERO))
-        }
-    }
-}
-
-/// What a `PING` with a fresh id says about a link.
-pub(crate) enum Alignment {
-    /// The id came back: every reply before it was in step.
-    Proven,
-    /// Another reply came back, or none: the link is discarded.
-    Broken,
-    /// The `PING` itself got this error reply (a busy or loading server refuses everything):
-    /// nothing can be told, and the link is kept.
-    Refused(redis::ServerError),
-}
-
-/// Whether `link` is still in step: a `PING` with a fresh id must come back with that id.
-/// Used before trusting a reply that carries no id (an error reply). A link found out of step
-/// (or silent) is discarded.
-pub(crate) async fn in_step(links: &Links, link: &Arc<Link>) -> Alignment {
-    let nonce = links.next_nonce();
-    let mut ping = redis::cmd("PING");
-    ping.arg(nonce);
-    let step = match send(links, link, &ping).await {
-        Ok(Value::BulkString(bytes)) if bytes == nonce.to_string().as_bytes() => Alignment::Proven,
-        Ok(Value::SimpleString(text)) if text == nonce.to_string() => Alignment::Proven,
-        Ok(Value::ServerError(error)) => return Alignment::Refused(error),
-        _ => Alignment::Broken,
-    };
-    if matches!(step, Alignment::Broken) {
-        links.discard(link, "out of step");
-    }
-    step
 }
 
 #[cfg(test)]

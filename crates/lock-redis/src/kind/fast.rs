@@ -1,34 +1,33 @@
-//! The fast lock ([`crate::LockKind::Fast`]): a plain string key holding its owner.
+//! The fast lock (`LockKind::Fast`): a plain string key holding its owner.
 //!
 //! Taking it is `SET name owner NX PX lease`, a native command that costs the server about half
 //! of a Lua script; giving it back is a compare-and-delete, native where the server has one
 //! (`DELIFEQ` on Valkey 9, `DELEX … IFEQ` on Redis 8.4) and a short script otherwise, plus the
 //! same release message on the same channel as the reentrant lock. Plain commands cannot echo
 //! a request id the way the scripts do, so each call is a pipeline ending in `PING <id>` (see
-//! `RedisBackend::run_pipeline`). Everything that must look at the key before writing (a
+//! `Calls::send_coalesced`). Everything that must look at the key before writing (a
 //! fencing token, renewals, inspection, force-release) stays a script.
 
-use std::sync::LazyLock;
+use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{AcquireOutcome, AcquireRequest, Error, Grant, ReleaseOutcome, Result};
+use lock_core::{
+    AcquireOutcome, AcquireRequest, Error, Grant, LockState, ReleaseOutcome, RenewOutcome, Renewal,
+    Result,
+};
 use redis::{Cmd, Value};
 
-use crate::backend::{LockScript, RedisBackend, acquire_outcome, millis, ttl_from_pttl};
-use crate::errors::map_error;
-use crate::keys;
-use crate::link::{Cleanup, Links};
-
-pub(crate) static ACQUIRE_FENCED: LazyLock<LockScript> =
-    LazyLock::new(|| LockScript::new(include_str!("scripts/fast_acquire_fenced.lua")));
-pub(crate) static RELEASE: LazyLock<LockScript> =
-    LazyLock::new(|| LockScript::new(include_str!("scripts/fast_release.lua")));
-pub(crate) static RENEW: LazyLock<LockScript> =
-    LazyLock::new(|| LockScript::new(include_str!("scripts/fast_renew.lua")));
-pub(crate) static FORCE_RELEASE: LazyLock<LockScript> =
-    LazyLock::new(|| LockScript::new(include_str!("scripts/fast_force_release.lua")));
-pub(crate) static INSPECT: LazyLock<LockScript> =
-    LazyLock::new(|| LockScript::new(include_str!("scripts/fast_inspect.lua")));
+use crate::call::Calls;
+use crate::connection::Connection;
+use crate::connection::deferred::Deferred;
+use crate::kind::scripted;
+use crate::wire::errors::map_error;
+use crate::wire::keys;
+use crate::wire::reply::{acquire_outcome, millis, ttl_from_pttl};
+use crate::wire::scripts::{
+    FAST_ACQUIRE_FENCED, FAST_FORCE_RELEASE, FAST_INSPECT, FAST_RELEASE, FAST_RENEW,
+    fast_release_arguments, fast_release_command,
+};
 
 /// The server's own compare-and-delete, if it has one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,11 +43,11 @@ pub(crate) enum NativeDelete {
 impl NativeDelete {
     /// Asks the server which commands it has (`COMMAND INFO`). Falls back to the script when
     /// the server will not say.
-    pub(crate) async fn detect(links: &Links, timeout: Duration) -> NativeDelete {
+    pub(crate) async fn detect(connection: &Connection, timeout: Duration) -> NativeDelete {
         let mut info = redis::cmd("COMMAND");
         info.arg("INFO").arg("DELIFEQ").arg("DELEX");
-        let mut connection = links.current().await.connection();
-        let reply = tokio::time::timeout(timeout, connection.send_packed_command(&info)).await;
+        let link = connection.current().await;
+        let reply = tokio::time::timeout(timeout, connection.ask(&link, &info)).await;
         match reply {
             Ok(Ok(Value::Array(found))) => match found.as_slice() {
                 [delifeq, _] if !matches!(delifeq, Value::Nil) => NativeDelete::DelIfEq,
@@ -60,15 +59,17 @@ impl NativeDelete {
     }
 }
 
+/// `LockBackend::try_acquire`: `SET NX PX` in a (coalesced) pipeline, then `PTTL` when the
+/// lock is held; the fenced-acquire script when a token is asked for.
 pub(crate) async fn try_acquire(
-    backend: &RedisBackend,
+    calls: &Arc<Calls>,
     request: AcquireRequest<'_>,
 ) -> Result<AcquireOutcome> {
-    let timeout = backend.call_timeout(Some(request.lease));
+    let timeout = calls.call_timeout(Some(request.lease));
     if request.fencing {
         let token_key = keys::token_key(request.name);
-        let reply: Vec<i64> = backend
-            .run(&ACQUIRE_FENCED, 2, timeout, |command| {
+        let reply: Vec<i64> = calls
+            .run(request.name, &FAST_ACQUIRE_FENCED, 2, timeout, |command| {
                 command
                     .arg(request.name)
                     .arg(&token_key)
@@ -86,7 +87,7 @@ pub(crate) async fn try_acquire(
         .arg(millis(request.lease));
     let mut attempt = 1;
     loop {
-        let replies = backend.send_coalesced(vec![set.clone()], timeout).await?;
+        let replies = calls.send_coalesced(vec![set.clone()], timeout).await?;
         match replies.first() {
             Some(Value::Okay) => return Ok(acquired()),
             Some(Value::SimpleString(ok)) if ok == "OK" => return Ok(acquired()),
@@ -95,7 +96,7 @@ pub(crate) async fn try_acquire(
             Some(Value::Nil) => {
                 let mut pttl = redis::cmd("PTTL");
                 pttl.arg(request.name);
-                let replies = backend.send_coalesced(vec![pttl], timeout).await?;
+                let replies = calls.send_coalesced(vec![pttl], timeout).await?;
                 match replies.first() {
                     // The key expired (or was released) between the SET and the PTTL: the
                     // lock is free, so take it now rather than have the waiter sleep without
@@ -136,18 +137,21 @@ fn acquired() -> AcquireOutcome {
     })
 }
 
+/// Gives the lock back if `owner` holds it, with the server's own compare-and-delete when
+/// `native_delete` names one.
 pub(crate) async fn release(
-    backend: &RedisBackend,
+    calls: &Arc<Calls>,
+    native_delete: NativeDelete,
     name: &str,
     owner: &str,
 ) -> Result<ReleaseOutcome> {
-    let timeout = backend.call_timeout(None);
+    let timeout = calls.call_timeout(None);
     let channel = keys::channel(name);
-    let deleted = match backend.native_delete() {
+    let deleted = match native_delete {
         NativeDelete::None => {
-            let (deleted,): (i64,) = backend
-                .run_coalesced(&RELEASE, 1, timeout, |command| {
-                    release_arguments(command, name, owner, &channel);
+            let (deleted,): (i64,) = calls
+                .run_coalesced(name, &FAST_RELEASE, 1, timeout, |command| {
+                    fast_release_arguments(command, name, owner, &channel);
                 })
                 .await?;
             deleted
@@ -167,9 +171,7 @@ pub(crate) async fn release(
             delete.arg(owner);
             let mut publish = redis::cmd("PUBLISH");
             publish.arg(&channel).arg(keys::UNLOCK_MESSAGE);
-            let replies = backend
-                .send_coalesced(vec![delete, publish], timeout)
-                .await?;
+            let replies = calls.send_coalesced(vec![delete, publish], timeout).await?;
             match replies.first() {
                 Some(Value::Int(deleted)) => *deleted,
                 Some(Value::ServerError(error)) => {
@@ -189,7 +191,8 @@ pub(crate) async fn release(
 /// A fast lock has at most one hold per owner: with `keep ≥ 1` the owner still holds it and
 /// nothing changes; with `keep = 0` it is given back if it is the owner's.
 pub(crate) async fn abandon(
-    backend: &RedisBackend,
+    calls: &Arc<Calls>,
+    native_delete: NativeDelete,
     name: &str,
     owner: &str,
     keep: u32,
@@ -197,17 +200,15 @@ pub(crate) async fn abandon(
     if keep >= 1 {
         return Ok(());
     }
-    match release(backend, name, owner).await {
+    match release(calls, native_delete, name, owner).await {
         Ok(_) => Ok(()),
         Err(error) => {
             let cleanup = Cleanup {
                 name: name.to_owned(),
                 owner: owner.to_owned(),
-                keep: 0,
-                fast: true,
             };
             // As for the reentrant lock: kept for the new connection, first in line.
-            if error.is_ambiguous() && backend.links().defer(cleanup) {
+            if error.is_ambiguous() && calls.connection().defer(Arc::new(cleanup)) {
                 return Ok(());
             }
             Err(error)
@@ -215,22 +216,34 @@ pub(crate) async fn abandon(
     }
 }
 
-/// The compare-and-delete script as one `EVAL`, for replaying a cleanup on a new connection.
-pub(crate) fn release_command(cleanup: &Cleanup, nonce: u64) -> Cmd {
-    let channel = keys::channel(&cleanup.name);
-    RELEASE.command(
-        true,
-        1,
-        |command| release_arguments(command, &cleanup.name, &cleanup.owner, &channel),
-        nonce,
-    )
+/// `LockBackend::renew` with the fast renew script.
+pub(crate) async fn renew(calls: &Calls, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
+    scripted::renew(calls, &FAST_RENEW, renewals).await
 }
 
-/// The keys and arguments of `fast_release.lua` (before the request id).
-fn release_arguments(command: &mut Cmd, name: &str, owner: &str, channel: &str) {
-    command
-        .arg(name)
-        .arg(owner)
-        .arg(channel)
-        .arg(keys::UNLOCK_MESSAGE);
+/// `LockBackend::force_release` with the fast force-release script.
+pub(crate) async fn force_release(calls: &Calls, name: &str) -> Result<bool> {
+    scripted::force_release(calls, &FAST_FORCE_RELEASE, name).await
+}
+
+/// `LockBackend::inspect` with the fast inspect script.
+pub(crate) async fn inspect(calls: &Calls, name: &str) -> Result<LockState> {
+    scripted::inspect(calls, &FAST_INSPECT, name).await
+}
+
+/// A release that could not be sent: the compare-and-delete script, replayed whole on the next
+/// connection.
+struct Cleanup {
+    name: String,
+    owner: String,
+}
+
+impl Deferred for Cleanup {
+    fn route(&self) -> &str {
+        &self.name
+    }
+
+    fn command(&self, request_id: u64) -> Cmd {
+        fast_release_command(&self.name, &self.owner, request_id)
+    }
 }

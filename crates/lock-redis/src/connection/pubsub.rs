@@ -26,7 +26,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ErrorKind, ProtocolVersion, PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::errors::map_error;
+use crate::wire::errors::map_error;
 
 enum Command {
     /// Subscribe (or count one more watcher). Replies `Ok(false)` when the server cannot push and

@@ -1,0 +1,160 @@
+//! The backend: [`RedisBackend`] and its `LockBackend` implementation, which hands each
+//! operation to the lock kind it keeps.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{
+    AcquireOutcome, AcquireRequest, LockBackend, LockState, ReleaseOutcome, ReleaseWatch,
+    RenewOutcome, Renewal, Result,
+};
+
+use crate::backend::options::LockKind;
+use crate::call::Calls;
+use crate::connection::pubsub::Notifications;
+use crate::kind::fast::{self, NativeDelete};
+use crate::kind::reentrant;
+use crate::wire::keys;
+
+struct Inner {
+    client_id: String,
+    calls: Arc<Calls>,
+    notifications: Notifications,
+    kind: LockKind,
+    /// How the fast lock is given back on this server.
+    native_delete: NativeDelete,
+}
+
+/// A lock store on one Redis or Valkey node, with Redisson's `RLock` layout.
+///
+/// Cheap to clone; clones share connections and the client id. Each `RedisBackend::connect`
+/// makes a new client id (a UUID v4), like a separate process.
+///
+/// # Example
+///
+/// ```no_run
+/// use lock_core::Locker;
+/// use lock_redis::RedisBackend;
+///
+/// # async fn demo() -> Result<(), lock_core::Error> {
+/// let locker = Locker::new(RedisBackend::connect("redis://127.0.0.1:6379/").await?);
+/// let guard = locker.lock("orders:42").await?;
+/// // ... critical section ...
+/// guard.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisBackend {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("client_id", &self.inner.client_id)
+            .field("command_timeout", &self.inner.calls.command_timeout())
+            .field("kind", &self.inner.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisBackend {
+    /// A backend making its calls through `calls`, with a new client id.
+    pub(crate) fn new(
+        calls: Calls,
+        notifications: Notifications,
+        kind: LockKind,
+        native_delete: NativeDelete,
+    ) -> RedisBackend {
+        RedisBackend {
+            inner: Arc::new(Inner {
+                client_id: lock_core::new_client_id(),
+                calls: Arc::new(calls),
+                notifications,
+                kind,
+                native_delete,
+            }),
+        }
+    }
+
+    /// How many lock names have local waiters subscribed to their release channel.
+    #[must_use]
+    pub fn watched_locks(&self) -> usize {
+        self.inner.notifications.watched_channels()
+    }
+
+    /// Which lock this backend keeps.
+    #[must_use]
+    pub fn lock_kind(&self) -> LockKind {
+        self.inner.kind
+    }
+}
+
+impl LockBackend for RedisBackend {
+    fn client_id(&self) -> &str {
+        &self.inner.client_id
+    }
+
+    fn check_name(&self, name: &str) -> Result<()> {
+        keys::check_name(name)
+    }
+
+    fn reentrant(&self) -> bool {
+        self.inner.kind == LockKind::Reentrant
+    }
+
+    async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+        let calls = &self.inner.calls;
+        match self.inner.kind {
+            LockKind::Fast => fast::try_acquire(calls, request).await,
+            LockKind::Reentrant => reentrant::try_acquire(calls, request).await,
+        }
+    }
+
+    async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
+        let calls = &self.inner.calls;
+        match self.inner.kind {
+            LockKind::Fast => fast::release(calls, self.inner.native_delete, name, owner).await,
+            LockKind::Reentrant => reentrant::release(calls, name, owner, lease).await,
+        }
+    }
+
+    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
+        let calls = &self.inner.calls;
+        match self.inner.kind {
+            LockKind::Fast => fast::renew(calls, renewals).await,
+            LockKind::Reentrant => reentrant::renew(calls, renewals).await,
+        }
+    }
+
+    async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
+        let calls = &self.inner.calls;
+        match self.inner.kind {
+            LockKind::Fast => {
+                fast::abandon(calls, self.inner.native_delete, name, owner, keep).await
+            }
+            LockKind::Reentrant => reentrant::abandon(calls, name, owner, keep).await,
+        }
+    }
+
+    async fn force_release(&self, name: &str) -> Result<bool> {
+        let calls = &self.inner.calls;
+        match self.inner.kind {
+            LockKind::Fast => fast::force_release(calls, name).await,
+            LockKind::Reentrant => reentrant::force_release(calls, name).await,
+        }
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockState> {
+        let calls = &self.inner.calls;
+        match self.inner.kind {
+            LockKind::Fast => fast::inspect(calls, name).await,
+            LockKind::Reentrant => reentrant::inspect(calls, name).await,
+        }
+    }
+
+    async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
+        self.inner.notifications.watch(&keys::channel(name)).await
+    }
+}

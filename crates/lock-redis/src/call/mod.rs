@@ -1,0 +1,278 @@
+//! Layer 3, the calls: one lock call, alone or coalesced with concurrent ones, within its
+//! timeout, with its reply proven to be its own. Uses the connection and wire layers.
+
+pub(crate) mod coalesce;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{Error, Result};
+use redis::{Cmd, FromRedisValue, Pipeline, ServerErrorKind, Value};
+
+use self::coalesce::{Carrier, Coalescer, Turn, queued_reply, take_turn};
+use crate::connection::alignment::Alignment;
+use crate::connection::{Connection, Link};
+use crate::wire::errors::map_error;
+use crate::wire::lock_script::LockScript;
+use crate::wire::reply::{echoes, out_of_step, unattributable};
+
+/// How one backend makes its lock calls: the command connection, the queue that lets
+/// concurrent calls share pipelines, and the command timeout.
+pub(crate) struct Calls {
+    connection: Connection,
+    /// Lock and unlock calls made at the same moment share pipelines.
+    coalescer: Coalescer,
+    command_timeout: Duration,
+}
+
+impl Calls {
+    pub(crate) fn new(connection: Connection, command_timeout: Duration) -> Self {
+        Calls {
+            connection,
+            coalescer: Coalescer::default(),
+            command_timeout,
+        }
+    }
+
+    /// The command connection (for deferring a cleanup, or a question about the server).
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
+    /// The timeout of each call to the server.
+    pub(crate) fn command_timeout(&self) -> Duration {
+        self.command_timeout
+    }
+
+    /// The timeout for a call that sets `lease`: the command timeout, but never more than half
+    /// the lease (an answer after that is of little use).
+    pub(crate) fn call_timeout(&self, lease: Option<Duration>) -> Duration {
+        match lease {
+            Some(lease) => self.command_timeout.min(lease / 2),
+            None => self.command_timeout,
+        }
+    }
+
+    /// Runs one lock script about the lock named `route` and decodes its reply (after the
+    /// echoed request id) as `T`.
+    ///
+    /// `fill` adds the keys (`keys` of them) and arguments; the request id goes last. A timeout
+    /// or a reply out of step discards the connection (see [`crate::connection`]); an error
+    /// reply is trusted only once the connection is shown to be in step.
+    pub(crate) async fn run<T: FromRedisValue>(
+        &self,
+        route: &str,
+        script: &LockScript,
+        keys: usize,
+        timeout: Duration,
+        fill: impl Fn(&mut Cmd),
+    ) -> Result<T> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let timed_out = || Error::Timeout { after: timeout };
+        let link = self.link_by(deadline, timeout).await?;
+        let exchange = self.exchange(&link, route, script, keys, &fill);
+        match tokio::time::timeout_at(deadline, exchange).await {
+            Ok(reply) => reply.and_then(|items| {
+                T::from_redis_value(Value::Array(items)).map_err(|error| {
+                    Error::Protocol(format!("unexpected lock script reply: {error}"))
+                })
+            }),
+            Err(_) => {
+                self.connection.discard(&link, "call timed out");
+                Err(timed_out())
+            }
+        }
+    }
+
+    /// Sends `pipeline` followed by a `PING` with a fresh request id (answered with that id), and returns the replies
+    /// before the echo, error replies included. Timeouts and replies out of step are handled as
+    /// in [`Self::run`]; an error reply is trusted at once, since the echo after it came back in
+    /// step.
+    async fn send_pipeline(&self, mut pipeline: Pipeline, timeout: Duration) -> Result<Vec<Value>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let connection = &self.connection;
+        let link = self.link_by(deadline, timeout).await?;
+        let nonce = connection.next_request_id();
+        pipeline.cmd("PING").arg(nonce);
+        let count = pipeline.len();
+        let sent = connection.send_pipeline(&link, &pipeline);
+        let mut replies = match tokio::time::timeout_at(deadline, sent).await {
+            Ok(Ok(replies)) => replies,
+            Ok(Err(error)) => {
+                connection.discard(&link, "connection error");
+                return Err(map_error(&error, timeout));
+            }
+            Err(_) => {
+                connection.discard(&link, "call timed out");
+                return Err(Error::Timeout { after: timeout });
+            }
+        };
+        if replies.len() != count || !echoes(replies.last(), nonce) {
+            connection.discard(&link, "reply out of step");
+            return Err(out_of_step());
+        }
+        replies.pop();
+        Ok(replies)
+    }
+
+    /// Runs one lock script about the lock named `route` in a pipeline shared with concurrent
+    /// calls (see [`coalesce`]) and decodes its reply (after the echoed request id) as `T`. The
+    /// script's own request id is `0`: the `PING <id>` that ends the pipeline proves the reply
+    /// is this call's.
+    pub(crate) async fn run_coalesced<T: FromRedisValue>(
+        self: &Arc<Self>,
+        route: &str,
+        script: &LockScript,
+        keys: usize,
+        timeout: Duration,
+        fill: impl Fn(&mut Cmd),
+    ) -> Result<T> {
+        let command = |whole: bool| script.command(whole, keys, &fill, 0);
+        let answer = match take_turn(self, timeout, || vec![command(false)]) {
+            // Alone: the script's own request id proves the reply, no `PING` needed.
+            Turn::Alone(slot) => {
+                let reply = self.run(route, script, keys, timeout, fill).await;
+                drop(slot);
+                return reply;
+            }
+            Turn::Queued(answer) => answer,
+        };
+        let mut reply = queued_reply(answer, timeout).await?;
+        if let Some(Value::ServerError(error)) = reply.first()
+            && error.kind() == Some(ServerErrorKind::NoScript)
+        {
+            // In step (the pipeline's echo said so): the script did not run; send it whole.
+            reply = self.send_coalesced(vec![command(true)], timeout).await?;
+        }
+        match reply.pop() {
+            Some(Value::Array(mut items)) if !items.is_empty() => {
+                items.remove(0);
+                T::from_redis_value(Value::Array(items)).map_err(|error| {
+                    Error::Protocol(format!("unexpected lock script reply: {error}"))
+                })
+            }
+            Some(Value::ServerError(error)) => Err(map_error(&error.into(), timeout)),
+            other => Err(Error::Protocol(format!(
+                "unexpected lock script reply: {other:?}"
+            ))),
+        }
+    }
+
+    /// Sends `commands` in a pipeline (shared with concurrent calls) and returns their replies,
+    /// in order, error replies included as `Value::ServerError`.
+    ///
+    /// # Errors
+    ///
+    /// `Timeout` or `ConnectionLost` (both ambiguous) when the pipeline as a whole failed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped while queued, nothing is sent; dropped after sending, the commands still run.
+    pub(crate) async fn send_coalesced(
+        self: &Arc<Self>,
+        commands: Vec<Cmd>,
+        timeout: Duration,
+    ) -> Result<Vec<Value>> {
+        let mut commands = Some(commands);
+        match take_turn(self, timeout, || commands.take().unwrap_or_default()) {
+            Turn::Alone(slot) => {
+                let commands = commands.unwrap_or_default();
+                let counts = [commands.len()];
+                let replies = self.pipeline_of(commands, &counts, timeout).await;
+                drop(slot);
+                Ok(replies?.pop().unwrap_or_default())
+            }
+            Turn::Queued(answer) => queued_reply(answer, timeout).await,
+        }
+    }
+
+    /// The current link, waiting (until `deadline`) for a replacement if one is being made.
+    async fn link_by(&self, deadline: tokio::time::Instant, timeout: Duration) -> Result<Link> {
+        let connection = &self.connection;
+        let link = match connection.ready() {
+            Some(link) => link,
+            None => tokio::time::timeout_at(deadline, connection.current())
+                .await
+                .map_err(|_| Error::Timeout { after: timeout })?,
+        };
+        if tokio::time::Instant::now() >= deadline {
+            // Nothing sent: no reason to doubt the connection.
+            return Err(Error::Timeout { after: timeout });
+        }
+        Ok(link)
+    }
+
+    /// One request about the lock named `route` and its reply on `link`: the reply items after
+    /// the request id.
+    async fn exchange(
+        &self,
+        link: &Link,
+        route: &str,
+        script: &LockScript,
+        keys: usize,
+        fill: &impl Fn(&mut Cmd),
+    ) -> Result<Vec<Value>> {
+        let connection = &self.connection;
+        let nonce = connection.next_request_id();
+        let command = |whole: bool| script.command(whole, keys, fill, nonce);
+        let mut reply = connection
+            .send(link, route, &command(script.always_whole()))
+            .await?;
+        if let Value::ServerError(error) = &reply
+            && error.kind() == Some(ServerErrorKind::NoScript)
+        {
+            // Sending the script whole is safe only if this NOSCRIPT really was ours (the
+            // request did not run); a reply out of step could belong to a request that did.
+            match connection.in_step(link, route).await {
+                Alignment::Proven => {}
+                Alignment::Broken => return Err(out_of_step()),
+                Alignment::Refused(refusal) => return Err(unattributable(&refusal)),
+            }
+            reply = connection.send(link, route, &command(true)).await?;
+        }
+        match reply {
+            Value::Array(mut items) if echoes(items.first(), nonce) => {
+                items.remove(0);
+                Ok(items)
+            }
+            Value::ServerError(error) => match connection.in_step(link, route).await {
+                Alignment::Proven => Err(map_error(&error.into(), Duration::ZERO)),
+                Alignment::Broken => Err(out_of_step()),
+                // A busy or loading server refuses the PING as it refused the call: the same
+                // refusal twice is the server's state, not a reply out of step.
+                Alignment::Refused(refusal) if refusal.code() == error.code() => {
+                    Err(map_error(&error.into(), Duration::ZERO))
+                }
+                Alignment::Refused(refusal) => Err(unattributable(&refusal)),
+            },
+            _ => {
+                connection.discard(link, "reply out of step");
+                Err(out_of_step())
+            }
+        }
+    }
+}
+
+impl Carrier for Calls {
+    fn coalescer(&self) -> &Coalescer {
+        &self.coalescer
+    }
+
+    /// The pipeline of several coalesced calls.
+    async fn pipeline_of(
+        &self,
+        commands: Vec<Cmd>,
+        counts: &[usize],
+        timeout: Duration,
+    ) -> Result<Vec<Vec<Value>>> {
+        let mut pipeline = redis::pipe();
+        for command in commands {
+            pipeline.add_command(command);
+        }
+        let mut replies = self.send_pipeline(pipeline, timeout).await?.into_iter();
+        Ok(counts
+            .iter()
+            .map(|&count| replies.by_ref().take(count).collect())
+            .collect())
+    }
+}

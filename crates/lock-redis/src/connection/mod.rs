@@ -1,0 +1,196 @@
+//! Layer 2, the connection: one replaceable, fenced connection that knows commands, not locks
+//! ([`Connection`]), and the notification connection ([`pubsub`]). Uses only the wire layer.
+
+pub(crate) mod alignment;
+pub(crate) mod deferred;
+pub(crate) mod pubsub;
+pub(crate) mod standalone;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::Result;
+use redis::{Client, Cmd, Pipeline, RedisResult, Value};
+
+use self::alignment::Alignment;
+use self::deferred::Deferred;
+use self::standalone::Standalone;
+
+/// The command connection of one backend: the seam where the server's topology is hidden from
+/// the lock calls above it.
+///
+/// An enum rather than a trait object, so a call costs no boxing and no dynamic dispatch; each
+/// operation matches on the kind. [`Connection::Standalone`] (one server) is the only kind
+/// today.
+///
+/// # Contract
+///
+/// What every kind guarantees, and the calls layer relies on:
+///
+/// - **One link per call.** A call takes the current [`Link`] ([`Connection::ready`], or
+///   [`Connection::current`] to wait while a replacement is being made) and sends all its
+///   requests on it: the request, a `PING` proving it in step, a resend. Replies on one link
+///   come back in the order of the requests.
+/// - **Request ids.** [`Connection::next_request_id`] hands out ids that differ from every id
+///   in flight; scripts and `PING`s echo them, proving a reply belongs to its request.
+/// - **Routes.** Each single request names its route, the lock name whose keys it touches
+///   (every key of a lock shares the name's cluster slot). A pipeline's commands are routed by
+///   the keys in their own arguments. Standalone ignores routes.
+/// - **Discard on doubt.** A transport error in [`Connection::send`] discards the link, and
+///   [`Connection::in_step`] discards a link whose `PING` comes back wrong or not at all; the
+///   calls layer reports timeouts, replies out of step and failed pipelines with
+///   [`Connection::discard`]. The first report for a link starts its replacement; later ones,
+///   and reports for an older link, are ignored.
+/// - **Fenced replacement.** A replacement is published only once every client of this
+///   backend that may still run requests (the discarded link, and attempts given up after
+///   sending) has been killed on the server (`CLIENT KILL ID … ADDR …`), so nothing queued
+///   on an old link runs after a request on the new one. Without the right to fence, the
+///   replacement goes ahead unfenced (logged).
+/// - **Deferred requests first.** Requests handed to [`Connection::defer`] while there is no
+///   link run on the new link in order, after the fence and before the link is published;
+///   each leaves the queue only once answered (so they must be idempotent), one the server
+///   refuses is dropped (logged), and at most 10 000 wait (the oldest are dropped first).
+/// - **Background retries.** Replacement attempts overlap (one more every 5 ms, doubling up to
+///   200 ms, at most 16 in flight), each bounded by twice the command timeout (at most the
+///   connect timeout), until one is published or the backend is dropped. A caller waiting for
+///   a link hurries the next attempt. Callers bound their waits with their own timeouts.
+/// - **Scripts preloaded.** Each new link loads every lock script into the server's cache
+///   (best effort); a call that meets `NOSCRIPT` sends its script whole.
+///
+/// # Kinds to come
+///
+/// - **Cluster** (redis-rs `ClusterConnection`): every command routed by its key's slot; the
+///   `PING` of [`Connection::in_step`] sent to the primary serving the route; a pipeline split
+///   per primary, each part proven by its own `PING`; scripts loaded on every primary, and
+///   again after `NOSCRIPT` or a failover.
+/// - **Sentinel**: the primary resolved again on an I/O error, `READONLY` or `+switch-master`,
+///   and the link swapped through the same fenced replacement.
+pub(crate) enum Connection {
+    /// One server.
+    Standalone(Standalone),
+}
+
+/// One established link of a [`Connection`], held for the length of one call.
+#[derive(Clone)]
+pub(crate) enum Link {
+    /// A link of [`Connection::Standalone`].
+    Standalone(Arc<standalone::Link>),
+}
+
+impl Connection {
+    /// Connects to one server (see [`Standalone::connect`]).
+    ///
+    /// # Errors
+    ///
+    /// As for connecting: a connection error, a timeout, or refused credentials.
+    pub(crate) async fn standalone(
+        client: Client,
+        connect_timeout: Duration,
+        command_timeout: Duration,
+    ) -> Result<Connection> {
+        Standalone::connect(client, connect_timeout, command_timeout)
+            .await
+            .map(Connection::Standalone)
+    }
+
+    /// A fresh request id.
+    pub(crate) fn next_request_id(&self) -> u64 {
+        match self {
+            Connection::Standalone(standalone) => standalone.next_nonce(),
+        }
+    }
+
+    /// The current link without waiting, if there is one.
+    pub(crate) fn ready(&self) -> Option<Link> {
+        match self {
+            Connection::Standalone(standalone) => standalone.ready().map(Link::Standalone),
+        }
+    }
+
+    /// The current link, waiting for a replacement to be published when one is being made.
+    /// Never fails; callers bound it with their own timeout.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the replacement runs in its own task.
+    pub(crate) async fn current(&self) -> Link {
+        match self {
+            Connection::Standalone(standalone) => Link::Standalone(standalone.current().await),
+        }
+    }
+
+    /// Reports that `link` cannot be trusted any more (out of step, timed out or dropped).
+    pub(crate) fn discard(&self, link: &Link, why: &str) {
+        match (self, link) {
+            (Connection::Standalone(standalone), Link::Standalone(link)) => {
+                standalone.discard(link, why);
+            }
+        }
+    }
+
+    /// Sends `command` (about the lock named `route`) on `link` and returns the raw reply; a
+    /// transport error discards the link.
+    ///
+    /// # Errors
+    ///
+    /// The mapped transport error.
+    pub(crate) async fn send(&self, link: &Link, route: &str, command: &Cmd) -> Result<Value> {
+        let _ = route; // one server: every key is on it
+        match (self, link) {
+            (Connection::Standalone(standalone), Link::Standalone(link)) => {
+                standalone.send(link, command).await
+            }
+        }
+    }
+
+    /// Whether `link` is still in step for requests about `route`: a `PING` with a fresh id
+    /// must come back with that id. A link found out of step (or silent) is discarded.
+    pub(crate) async fn in_step(&self, link: &Link, route: &str) -> Alignment {
+        let _ = route; // one server: every key is on it
+        match (self, link) {
+            (Connection::Standalone(standalone), Link::Standalone(link)) => {
+                standalone.in_step(link).await
+            }
+        }
+    }
+
+    /// Sends `pipeline` on `link` and returns its replies, error replies included. A failure
+    /// is left to the caller, which discards the link.
+    ///
+    /// # Errors
+    ///
+    /// The transport error, unmapped.
+    pub(crate) async fn send_pipeline(
+        &self,
+        link: &Link,
+        pipeline: &Pipeline,
+    ) -> RedisResult<Vec<Value>> {
+        match (self, link) {
+            (Connection::Standalone(standalone), Link::Standalone(link)) => {
+                standalone.send_pipeline(link, pipeline).await
+            }
+        }
+    }
+
+    /// Sends `command` on `link` outside the lock protocol (a question about the server): no
+    /// proof, and a failure does not discard the link.
+    ///
+    /// # Errors
+    ///
+    /// The transport error, unmapped.
+    pub(crate) async fn ask(&self, link: &Link, command: &Cmd) -> RedisResult<Value> {
+        match (self, link) {
+            (Connection::Standalone(standalone), Link::Standalone(link)) => {
+                standalone.ask(link, command).await
+            }
+        }
+    }
+
+    /// Keeps `request` for the next link when there is none right now, to run before anything
+    /// else on it. Returns whether it was kept; when a link is up, it is the caller's to retry.
+    pub(crate) fn defer(&self, request: Arc<dyn Deferred>) -> bool {
+        match self {
+            Connection::Standalone(standalone) => standalone.defer(request),
+        }
+    }
+}

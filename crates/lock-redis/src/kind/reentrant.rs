@@ -1,0 +1,129 @@
+//! The reentrant lock (`LockKind::Reentrant`): Redisson's `RLock`, a hash
+//! `{owner → hold count}`, every operation one Lua script.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{
+    AcquireOutcome, AcquireRequest, LockState, ReleaseOutcome, RenewOutcome, Renewal, Result,
+};
+use redis::Cmd;
+
+use crate::call::Calls;
+use crate::connection::deferred::Deferred;
+use crate::kind::scripted;
+use crate::wire::keys;
+use crate::wire::reply::{acquire_outcome, count, millis};
+use crate::wire::scripts::{
+    ABANDON, ACQUIRE, FORCE_RELEASE, INSPECT, RELEASE, RENEW, abandon_arguments, abandon_command,
+};
+
+/// `LockBackend::try_acquire`: the acquire script, in a pipeline shared with concurrent calls.
+pub(crate) async fn try_acquire(
+    calls: &Arc<Calls>,
+    request: AcquireRequest<'_>,
+) -> Result<AcquireOutcome> {
+    let token_key = keys::token_key(request.name);
+    let reply: Vec<i64> = calls
+        .run_coalesced(
+            request.name,
+            &ACQUIRE,
+            2,
+            calls.call_timeout(Some(request.lease)),
+            |command| {
+                command
+                    .arg(request.name)
+                    .arg(&token_key)
+                    .arg(millis(request.lease))
+                    .arg(request.owner)
+                    .arg(if request.fencing { "1" } else { "0" });
+            },
+        )
+        .await?;
+    acquire_outcome(&reply, request.fencing)
+}
+
+/// `LockBackend::release`: the release script, in a pipeline shared with concurrent calls.
+pub(crate) async fn release(
+    calls: &Arc<Calls>,
+    name: &str,
+    owner: &str,
+    lease: Duration,
+) -> Result<ReleaseOutcome> {
+    let channel = keys::channel(name);
+    let (reply,): (i64,) = calls
+        .run_coalesced(name, &RELEASE, 1, calls.call_timeout(None), |command| {
+            command
+                .arg(name)
+                .arg(millis(lease))
+                .arg(owner)
+                .arg(&channel)
+                .arg(keys::UNLOCK_MESSAGE);
+        })
+        .await?;
+    Ok(match reply {
+        -1 => ReleaseOutcome::NotHeld,
+        0 => ReleaseOutcome::Released,
+        remaining => ReleaseOutcome::StillHeld {
+            hold_count: count(remaining)?,
+        },
+    })
+}
+
+/// `LockBackend::renew` with the reentrant renew script.
+pub(crate) async fn renew(calls: &Calls, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
+    scripted::renew(calls, &RENEW, renewals).await
+}
+
+/// `LockBackend::abandon`: the cleanup script, sent whole; deferred to the next connection
+/// when the call's outcome is unknown and there is no connection right now.
+pub(crate) async fn abandon(calls: &Calls, name: &str, owner: &str, keep: u32) -> Result<()> {
+    let channel = keys::channel(name);
+    let abandoned: Result<(i64,)> = calls
+        .run(name, &ABANDON, 1, calls.call_timeout(None), |command| {
+            abandon_arguments(command, name, owner, keep, &channel);
+        })
+        .await;
+    if let Err(error) = abandoned {
+        let cleanup = Cleanup {
+            name: name.to_owned(),
+            owner: owner.to_owned(),
+            keep,
+        };
+        // Not sent, or sent on a connection now being replaced: it runs first on the new
+        // one (see `Connection::defer`), so it is done, not merely attempted.
+        if error.is_ambiguous() && calls.connection().defer(Arc::new(cleanup)) {
+            return Ok(());
+        }
+        return Err(error);
+    }
+    Ok(())
+}
+
+/// `LockBackend::force_release` with the reentrant force-release script.
+pub(crate) async fn force_release(calls: &Calls, name: &str) -> Result<bool> {
+    scripted::force_release(calls, &FORCE_RELEASE, name).await
+}
+
+/// `LockBackend::inspect` with the reentrant inspect script.
+pub(crate) async fn inspect(calls: &Calls, name: &str) -> Result<LockState> {
+    scripted::inspect(calls, &INSPECT, name).await
+}
+
+/// An abandon that could not be sent: lower `owner`'s hold count on `name` to at most `keep`,
+/// replayed whole on the next connection.
+struct Cleanup {
+    name: String,
+    owner: String,
+    keep: u32,
+}
+
+impl Deferred for Cleanup {
+    fn route(&self) -> &str {
+        &self.name
+    }
+
+    fn command(&self, request_id: u64) -> Cmd {
+        abandon_command(&self.name, &self.owner, self.keep, request_id)
+    }
+}

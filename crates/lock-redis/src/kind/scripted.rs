@@ -1,0 +1,88 @@
+//! The operations both lock kinds run the same way, each with its own script: renewals,
+//! force-release and inspection.
+
+use lock_core::{Error, LockState, RenewOutcome, Renewal, Result};
+
+use crate::call::Calls;
+use crate::wire::keys;
+use crate::wire::lock_script::LockScript;
+use crate::wire::reply::{millis, ttl_from_pttl};
+
+/// Renewals are sent in scripts of at most this many keys, so one huge batch never blocks the
+/// server for long; the chunks go out concurrently on the multiplexed connection.
+const RENEW_CHUNK: usize = 256;
+
+/// Renews every lease of `renewals` with `script`, one outcome per renewal, in order.
+pub(crate) async fn renew(
+    calls: &Calls,
+    script: &LockScript,
+    renewals: &[Renewal<'_>],
+) -> Result<Vec<RenewOutcome>> {
+    let chunks = renewals.chunks(RENEW_CHUNK).map(|chunk| async move {
+        // A chunk is never empty; its first name routes it.
+        let route = chunk[0].name;
+        let reply: Vec<i64> = calls
+            .run(
+                route,
+                script,
+                chunk.len(),
+                calls.call_timeout(None),
+                |command| {
+                    for renewal in chunk {
+                        command.arg(renewal.name);
+                    }
+                    for renewal in chunk {
+                        command.arg(renewal.owner).arg(millis(renewal.lease));
+                    }
+                },
+            )
+            .await?;
+        if reply.len() != chunk.len() {
+            return Err(Error::Protocol(format!(
+                "renew script answered {} results for {} keys",
+                reply.len(),
+                chunk.len()
+            )));
+        }
+        Ok(reply
+            .into_iter()
+            .map(|renewed| RenewOutcome::from_held(renewed == 1))
+            .collect::<Vec<_>>())
+    });
+    let answers = futures_util::future::try_join_all(chunks).await?;
+    Ok(answers.into_iter().flatten().collect())
+}
+
+/// Deletes the lock `name` whoever holds it, with `script`; whether it existed.
+pub(crate) async fn force_release(calls: &Calls, script: &LockScript, name: &str) -> Result<bool> {
+    let channel = keys::channel(name);
+    let (existed,): (i64,) = calls
+        .run(name, script, 1, calls.call_timeout(None), |command| {
+            command.arg(name).arg(&channel).arg(keys::UNLOCK_MESSAGE);
+        })
+        .await?;
+    Ok(existed == 1)
+}
+
+/// Who holds the lock `name` and for how long, read with `script`.
+pub(crate) async fn inspect(calls: &Calls, script: &LockScript, name: &str) -> Result<LockState> {
+    let (flat, pttl): (Vec<String>, i64) = calls
+        .run(name, script, 1, calls.call_timeout(None), |command| {
+            command.arg(name);
+        })
+        .await?;
+    let mut holders = Vec::with_capacity(flat.len() / 2);
+    for pair in flat.chunks_exact(2) {
+        let held: u32 = pair[1]
+            .parse()
+            .map_err(|_| Error::Protocol(format!("hold count {:?} is not a number", pair[1])))?;
+        holders.push((pair[0].clone(), held));
+    }
+    holders.sort();
+    let ttl = if holders.is_empty() {
+        None
+    } else {
+        ttl_from_pttl(pttl)
+    };
+    Ok(LockState::new(holders, ttl))
+}

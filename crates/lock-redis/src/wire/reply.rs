@@ -1,0 +1,70 @@
+//! Reading replies: the echoed request id, the acquire scripts' answers, times, hold counts,
+//! and the errors of replies that cannot be trusted.
+
+use std::time::Duration;
+
+use lock_core::{AcquireOutcome, Error, Grant, Result};
+use redis::Value;
+
+/// Reads an acquire script's reply (after the request id): `[1, hold count, token]` when
+/// granted, `[0, pttl]` when held by someone else.
+pub(crate) fn acquire_outcome(reply: &[i64], fencing: bool) -> Result<AcquireOutcome> {
+    match reply {
+        [1, hold_count, token] => Ok(AcquireOutcome::Acquired(Grant {
+            hold_count: count(*hold_count)?,
+            fencing_token: fencing.then(|| u64::try_from(*token).unwrap_or(0)),
+        })),
+        [0, pttl] => Ok(AcquireOutcome::Held {
+            ttl: ttl_from_pttl(*pttl),
+        }),
+        other => Err(Error::Protocol(format!(
+            "acquire script answered {other:?}"
+        ))),
+    }
+}
+
+/// Whether a script reply's first item is the request id `nonce`.
+pub(crate) fn echoes(first: Option<&Value>, nonce: u64) -> bool {
+    match first {
+        Some(Value::BulkString(bytes)) => {
+            std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|text| text.parse::<u64>().ok())
+                == Some(nonce)
+        }
+        _ => false,
+    }
+}
+
+/// The error of a call whose error reply cannot be attributed: the check `PING` was refused
+/// with another error. Ambiguous, since the call may have run; the connection is kept.
+pub(crate) fn unattributable(refusal: &redis::ServerError) -> Error {
+    Error::ConnectionLost(format!(
+        "an error reply could not be attributed (the check PING was refused: {refusal:?})"
+    ))
+}
+
+/// The error of a call whose reply cannot be told apart from another request's: it may or may
+/// not have run (ambiguous), and the connection is being replaced.
+pub(crate) fn out_of_step() -> Error {
+    Error::ConnectionLost(
+        "a reply was out of step with its request (a reply went missing); the command \
+         connection is being replaced"
+            .into(),
+    )
+}
+
+/// A duration as the whole milliseconds the scripts and `PX` take.
+pub(crate) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A `PTTL` answer as a time to live: `None` for -1 (no expiry) and -2 (no key).
+pub(crate) fn ttl_from_pttl(pttl: i64) -> Option<Duration> {
+    u64::try_from(pttl).ok().map(Duration::from_millis)
+}
+
+/// A hold count read from a script.
+pub(crate) fn count(value: i64) -> Result<u32> {
+    u32::try_from(value).map_err(|_| Error::Protocol(format!("hold count {value} out of range")))
+}

@@ -1,0 +1,105 @@
+//! The lock scripts of both lock kinds, the list loaded on each new connection, and the
+//! commands sent whole to clean up after a call of unknown outcome. The Lua sources stay in
+//! `src/scripts/`, where other code of the workspace reads them too.
+
+use std::sync::LazyLock;
+
+use redis::Cmd;
+
+use crate::wire::keys;
+use crate::wire::lock_script::LockScript;
+
+// The reentrant lock (Redisson's `RLock`: a hash `{owner → hold count}`).
+
+pub(crate) static ACQUIRE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/acquire.lua")));
+pub(crate) static RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/release.lua")));
+pub(crate) static RENEW: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/renew.lua")));
+/// Sent whole with `EVAL`, not by hash: it is the cleanup after a call of unknown outcome, and
+/// should apply in one request even when the script cache is empty.
+pub(crate) static ABANDON: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::sent_whole(include_str!("../scripts/abandon.lua")));
+pub(crate) static FORCE_RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/force_release.lua")));
+pub(crate) static INSPECT: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/inspect.lua")));
+
+// The fast lock (a plain string key holding its owner): only what native commands cannot do.
+
+pub(crate) static FAST_ACQUIRE_FENCED: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_acquire_fenced.lua")));
+pub(crate) static FAST_RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_release.lua")));
+pub(crate) static FAST_RENEW: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_renew.lua")));
+pub(crate) static FAST_FORCE_RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_force_release.lua")));
+pub(crate) static FAST_INSPECT: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_inspect.lua")));
+
+/// Every script sent by hash, loaded on each new connection.
+pub(crate) fn preloaded() -> [&'static LockScript; 10] {
+    [
+        &ACQUIRE,
+        &RELEASE,
+        &RENEW,
+        &FORCE_RELEASE,
+        &INSPECT,
+        &FAST_ACQUIRE_FENCED,
+        &FAST_RELEASE,
+        &FAST_RENEW,
+        &FAST_FORCE_RELEASE,
+        &FAST_INSPECT,
+    ]
+}
+
+/// The keys and arguments of `abandon.lua` (before the request id).
+pub(crate) fn abandon_arguments(
+    command: &mut Cmd,
+    name: &str,
+    owner: &str,
+    keep: u32,
+    channel: &str,
+) {
+    command
+        .arg(name)
+        .arg(owner)
+        .arg(keep)
+        .arg(channel)
+        .arg(keys::UNLOCK_MESSAGE);
+}
+
+/// The cleanup script of the reentrant lock as one `EVAL` (for replaying it on a new
+/// connection): lowers `owner`'s hold count on `name` to at most `keep`.
+pub(crate) fn abandon_command(name: &str, owner: &str, keep: u32, request_id: u64) -> Cmd {
+    let channel = keys::channel(name);
+    ABANDON.command(
+        true,
+        1,
+        |command| abandon_arguments(command, name, owner, keep, &channel),
+        request_id,
+    )
+}
+
+/// The keys and arguments of `fast_release.lua` (before the request id).
+pub(crate) fn fast_release_arguments(command: &mut Cmd, name: &str, owner: &str, channel: &str) {
+    command
+        .arg(name)
+        .arg(owner)
+        .arg(channel)
+        .arg(keys::UNLOCK_MESSAGE);
+}
+
+/// The compare-and-delete script of the fast lock as one `EVAL`, for replaying a cleanup on a
+/// new connection.
+pub(crate) fn fast_release_command(name: &str, owner: &str, request_id: u64) -> Cmd {
+    let channel = keys::channel(name);
+    FAST_RELEASE.command(
+        true,
+        1,
+        |command| fast_release_arguments(command, name, owner, &channel),
+        request_id,
+    )
+}
