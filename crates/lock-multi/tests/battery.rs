@@ -14,9 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_core::{DynLockBackend, LockOptions, Locker};
-use lock_multi::{AllNodes, Composite, Quorum};
+use lock_multi::{AllNodes, Composite, Majority, Quorum};
 use lock_redis::RedisBackend;
-use lock_redlock::Majority;
 use lock_testkit::{
     Fault, FaultFuture, FaultProxy, FencedResource, RedisNodes, RedisServer, Schedule,
     ScheduleReport, ServerOptions, assert_nothing_left, run_schedule,
