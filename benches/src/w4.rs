@@ -12,9 +12,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use lock_core::DynLockBackend;
-use lock_multi::MultiLock;
+use lock_multi::{MultiLock, RedLock};
 use lock_redis::{LockKind, RedisBackend};
-use lock_redlock::RedLock;
 
 use crate::contenders::BenchError;
 use crate::contenders::distlock::{Distlock, Mode};

@@ -110,7 +110,7 @@
 //! | `redis` | yes | [`RedisBackend`], [`RedisBackendBuilder`], [`NotificationMode`], the [`redis`](mod@redis) module, [`RedisLocker`] and [`connect`] |
 //! | `tls-rustls` | no | `rediss://` URLs, TLS through rustls with the webpki root certificates (implies `redis`) |
 //! | `multi` | no | [`MultiLock`] and the [`multi`](mod@multi) module (the `lock-multi` crate); with `redis`, [`connect_multi`] |
-//! | `redlock` | no | [`RedLock`] and the [`redlock`](mod@redlock) module (the `lock-redlock` crate); with `redis`, [`connect_redlock`] |
+//! | `redlock` | no | [`RedLock`] and the [`redlock`](mod@redlock) module (RedLock's policy in the `lock-multi` crate); with `redis`, [`connect_redlock`] |
 //!
 //! Without default features only the backend-independent API and [`MemoryBackend`] remain, for
 //! code that is generic over [`LockBackend`] or that brings its own backend.
@@ -203,14 +203,17 @@ pub use lock_multi as multi;
 #[cfg(feature = "multi")]
 pub use lock_multi::MultiLock;
 
-/// RedLock: the `lock-redlock` crate (feature `redlock`), with RedLock's [`Majority`] policy.
-///
-/// [`Majority`]: lock_redlock::Majority
+/// RedLock (feature `redlock`): RedLock's [`Majority`](redlock::Majority) policy and the quorum
+/// engine it runs on, from the `lock-multi` crate (whose `redlock` module describes the
+/// algorithm step by step).
 #[cfg(feature = "redlock")]
-pub use lock_redlock as redlock;
+pub mod redlock {
+    pub use lock_multi::redlock::{DRIFT_FLOOR, Majority, RedLock};
+    pub use lock_multi::{Composite, CompositeBuilder, Quorum};
+}
 
 #[cfg(feature = "redlock")]
-pub use lock_redlock::RedLock;
+pub use lock_multi::RedLock;
 
 /// Connects to the Redis or Valkey nodes at `urls` and returns a locker over a [`MultiLock`] of
 /// them: a lock held only when **every** node grants it (features `multi` and `redis`).

@@ -1,5 +1,7 @@
-//! MultiLock for distlock: one lock over N independent nodes that is held only when **every**
-//! node grants it, and the quorum engine that RedLock (crate `lock-redlock`) shares.
+//! MultiLock and RedLock for distlock: one lock over N independent nodes, held only when
+//! **every** node grants it ([`MultiLock`], policy [`AllNodes`]) or while a **majority** grants
+//! it within the validity time ([`RedLock`], policy [`Majority`]; see the [`redlock`] module for
+//! the algorithm), and the quorum engine both share.
 //!
 //! A [`Composite`] is itself a [`lock_core::LockBackend`], built over any mix of backends
 //! (`Arc<dyn DynLockBackend>`: Redis nodes, in-memory stores, your own), so the guard, the
@@ -45,6 +47,7 @@
 mod composite;
 mod fanout;
 mod quorum;
+pub mod redlock;
 mod straggler;
 mod watch;
 
@@ -52,6 +55,7 @@ pub use composite::{
     Composite, CompositeBuilder, DEFAULT_NODE_TIMEOUT_RATIO, DEFAULT_RETRY_DELAY, MIN_NODE_TIMEOUT,
 };
 pub use quorum::{AllNodes, Quorum};
+pub use redlock::{Majority, RedLock};
 
 /// A lock held only when every node grants it.
 pub type MultiLock = Composite<AllNodes>;

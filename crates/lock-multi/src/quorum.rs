@@ -6,8 +6,8 @@ use std::time::Duration;
 ///
 /// A policy says how many of `n` nodes must grant, renew or release for the composite to count
 /// the step as done, and how much of each lease it sets aside for clock drift between the
-/// nodes. [`AllNodes`] is MultiLock's policy; RedLock's (a majority, with drift) lives in the
-/// `lock-redlock` crate.
+/// nodes. [`AllNodes`] is MultiLock's policy; [`Majority`](crate::Majority) is RedLock's (a
+/// majority, with drift).
 ///
 /// # Example
 ///

@@ -28,7 +28,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use lock_core::{Error, LeaseLoss, LockBackend, LockOptions, Locker, Owner, ReleaseOutcome};
+use lock_core::{
+    Error, LeaseLoss, LockBackend, LockGuard, LockOptions, Locker, Owner, ReleaseOutcome,
+};
 use tokio::time::{Instant, sleep, timeout};
 
 /// How a conformance test reaches the store under test.
@@ -68,6 +70,21 @@ async fn two_clients<H: Harness>(harness: &H) -> (Locker<H::Backend>, Locker<H::
 }
 
 const LONG_LEASE: Duration = Duration::from_secs(20);
+
+/// Takes `name` on `locker` with `options` and returns the guard. The cases call it where the
+/// lock is free, or with options that wait for it as long as it takes, so an error or no lock
+/// here is a failure of the backend.
+async fn hold<B: LockBackend>(
+    locker: &Locker<B>,
+    name: &str,
+    options: &LockOptions,
+) -> LockGuard<B> {
+    locker
+        .lock_with(name, options)
+        .await
+        .expect("lock")
+        .expect("granted")
+}
 
 /// Two clients never hold one lock at once, and neither do two owners of one client.
 pub async fn exclusion_between_owners<H: Harness>(harness: &H) {
@@ -165,11 +182,7 @@ async fn refuses_reentry<B: LockBackend>(locker: &Locker<B>, name: &str) {
 pub async fn nested_shorter_lease_keeps_outer_hold<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("nested-lease");
-    let outer = a
-        .lock_with(&name, &LockOptions::new().lease(LONG_LEASE))
-        .await
-        .expect("lock")
-        .expect("free");
+    let outer = hold(&a, &name, &LockOptions::new().lease(LONG_LEASE)).await;
     if !a.backend().reentrant() {
         refuses_reentry(&a, &name).await;
         assert!(b.try_lock(&name).await.expect("try").is_none());
@@ -237,11 +250,7 @@ pub async fn double_unlock_and_unlock_after_expiry<H: Harness>(harness: &H) {
     let options = LockOptions::new()
         .owner(owner)
         .lease(Duration::from_millis(300));
-    let held = a
-        .lock_with(&name, &options)
-        .await
-        .expect("lock")
-        .expect("free");
+    let held = hold(&a, &name, &options).await;
     assert_eq!(
         held.release().await.expect("release"),
         ReleaseOutcome::Released
@@ -251,11 +260,7 @@ pub async fn double_unlock_and_unlock_after_expiry<H: Harness>(harness: &H) {
         ReleaseOutcome::NotHeld
     );
 
-    let held = a
-        .lock_with(&name, &options)
-        .await
-        .expect("lock")
-        .expect("free");
+    let held = hold(&a, &name, &options).await;
     sleep(Duration::from_millis(500)).await;
     let by_b = b
         .try_lock(&name)
@@ -283,11 +288,7 @@ pub async fn explicit_lease_expires<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("lease-expiry");
     let lease = Duration::from_millis(300);
-    let held = a
-        .lock_with(&name, &LockOptions::new().lease(lease))
-        .await
-        .expect("lock")
-        .expect("free");
+    let held = hold(&a, &name, &LockOptions::new().lease(lease)).await;
     assert!(!held.is_watchdog());
     assert!(held.remaining() <= lease);
     let loss = timeout(Duration::from_secs(3), held.lost())
@@ -311,11 +312,7 @@ pub async fn extend_sets_a_new_lease<H: Harness>(harness: &H) {
     let name = fresh_name("extend");
     let short = Duration::from_millis(300);
     let options = LockOptions::new().lease(short);
-    let outer = a
-        .lock_with(&name, &options)
-        .await
-        .expect("lock")
-        .expect("free");
+    let outer = hold(&a, &name, &options).await;
     outer.extend(LONG_LEASE).await.expect("extend");
     assert_eq!(outer.lease(), LONG_LEASE);
     assert!(outer.remaining() > short, "{:?}", outer.remaining());
@@ -349,11 +346,7 @@ pub async fn extend_sets_a_new_lease<H: Harness>(harness: &H) {
         outer.release().await.expect("release"),
         ReleaseOutcome::Released
     );
-    let lost = a
-        .lock_with(&name, &options)
-        .await
-        .expect("lock")
-        .expect("free");
+    let lost = hold(&a, &name, &options).await;
     a.force_unlock(&name).await.expect("force unlock");
     assert!(matches!(
         lost.extend(LONG_LEASE).await,
@@ -367,11 +360,7 @@ pub async fn watchdog_keeps_lock_past_lease<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("watchdog");
     let lease = Duration::from_millis(300);
-    let held = a
-        .lock_with(&name, &LockOptions::new().watchdog_lease(lease))
-        .await
-        .expect("lock")
-        .expect("free");
+    let held = hold(&a, &name, &LockOptions::new().watchdog_lease(lease)).await;
     assert!(held.is_watchdog());
     let first_deadline = held.valid_until();
     sleep(lease * 4).await;
@@ -399,14 +388,12 @@ pub async fn watchdog_keeps_lock_past_lease<H: Harness>(harness: &H) {
 pub async fn lost_fires_when_key_is_deleted<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("lost");
-    let held = a
-        .lock_with(
-            &name,
-            &LockOptions::new().watchdog_lease(Duration::from_millis(300)),
-        )
-        .await
-        .expect("lock")
-        .expect("free");
+    let held = hold(
+        &a,
+        &name,
+        &LockOptions::new().watchdog_lease(Duration::from_millis(300)),
+    )
+    .await;
     assert!(b.force_unlock(&name).await.expect("force"));
     let loss = timeout(Duration::from_secs(3), held.lost())
         .await
@@ -423,11 +410,7 @@ pub async fn lost_fires_when_key_is_deleted<H: Harness>(harness: &H) {
 pub async fn waiter_is_woken_by_release<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("wake");
-    let held = a
-        .lock_with(&name, &LockOptions::new().lease(LONG_LEASE))
-        .await
-        .expect("lock")
-        .expect("free");
+    let held = hold(&a, &name, &LockOptions::new().lease(LONG_LEASE)).await;
     let waiter = tokio::spawn({
         let name = name.clone();
         async move {
@@ -457,22 +440,14 @@ pub async fn waiter_is_woken_by_release<H: Harness>(harness: &H) {
 pub async fn waiters_take_turns<H: Harness>(harness: &H) {
     let name = fresh_name("turns");
     let first = Locker::new(harness.client().await);
-    let held = first
-        .lock_with(&name, &LockOptions::new().lease(LONG_LEASE))
-        .await
-        .expect("lock")
-        .expect("free");
+    let held = hold(&first, &name, &LockOptions::new().lease(LONG_LEASE)).await;
     let mut tasks = Vec::new();
     for _ in 0..4 {
         let locker = Locker::new(harness.client().await);
         let name = name.clone();
         tasks.push(tokio::spawn(async move {
             let options = LockOptions::new().lease(LONG_LEASE);
-            let guard = locker
-                .lock_with(&name, &options)
-                .await
-                .expect("lock")
-                .expect("got it");
+            let guard = hold(&locker, &name, &options).await;
             sleep(Duration::from_millis(20)).await;
             guard.release().await.expect("release")
         }));
@@ -492,11 +467,7 @@ pub async fn waiters_take_turns<H: Harness>(harness: &H) {
 pub async fn try_lock_does_not_wait<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("try");
-    let held = a
-        .lock_with(&name, &LockOptions::new().lease(LONG_LEASE))
-        .await
-        .expect("lock")
-        .expect("free");
+    let held = hold(&a, &name, &LockOptions::new().lease(LONG_LEASE)).await;
     let started = Instant::now();
     assert!(b.try_lock(&name).await.expect("try").is_none());
     assert!(started.elapsed() < Duration::from_secs(1));
@@ -507,11 +478,7 @@ pub async fn try_lock_does_not_wait<H: Harness>(harness: &H) {
 pub async fn wait_deadline_is_respected<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("deadline");
-    let held = a
-        .lock_with(&name, &LockOptions::new().lease(LONG_LEASE))
-        .await
-        .expect("lock")
-        .expect("free");
+    let held = hold(&a, &name, &LockOptions::new().lease(LONG_LEASE)).await;
     let wait = Duration::from_millis(400);
     let started = Instant::now();
     let got = b
@@ -532,11 +499,7 @@ pub async fn wait_deadline_is_respected<H: Harness>(harness: &H) {
 pub async fn cancelled_lock_leaves_nothing<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("cancel");
-    let held = a
-        .lock_with(&name, &LockOptions::new().lease(LONG_LEASE))
-        .await
-        .expect("lock")
-        .expect("free");
+    let held = hold(&a, &name, &LockOptions::new().lease(LONG_LEASE)).await;
     let cancelled = timeout(Duration::from_millis(300), b.lock(&name)).await;
     assert!(
         cancelled.is_err(),
@@ -593,11 +556,7 @@ pub async fn fencing_tokens_increase<H: Harness>(harness: &H) {
     let options = LockOptions::new().fencing(true).lease(LONG_LEASE);
     let mut last = 0;
     for locker in [&a, &b, &a, &b] {
-        let guard = locker
-            .lock_with(&name, &options)
-            .await
-            .expect("lock")
-            .expect("free");
+        let guard = hold(locker, &name, &options).await;
         let token = guard.fencing_token().expect("asked for a token");
         assert!(token > last, "token {token} after {last}");
         last = token;

@@ -20,6 +20,9 @@
 //!   overlaps, lost updates and fence rejections.
 //! - [`assert_nothing_left`] / [`check_nothing_left`]: after a test, no lock key and no
 //!   subscription is left on its servers (with a bounded wait for unsubscribes in flight).
+//! - [`assert_battery_verdict`]: the verdict every fault battery ([`run_schedule`]) must reach:
+//!   no overlap, no lost update, no fence rejection, enough faults and acquisitions, and
+//!   nothing left on the servers.
 
 pub mod conformance;
 pub mod history;
@@ -31,6 +34,7 @@ pub mod resource;
 pub mod schedule;
 pub mod server;
 pub mod slow_node;
+pub mod verdict;
 
 #[cfg(feature = "testcontainers")]
 pub mod containers;
@@ -45,3 +49,4 @@ pub use schedule::{FaultFuture, Schedule, ScheduleReport, run_schedule};
 pub use server::ClientInfo;
 pub use server::{RedisServer, ServerError, ServerOptions};
 pub use slow_node::SlowNode;
+pub use verdict::assert_battery_verdict;

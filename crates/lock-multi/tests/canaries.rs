@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_core::{DynLockBackend, LockOptions, Locker, Owner, ReleaseOutcome};
+use lock_multi::RedLock;
 use lock_redis::RedisBackend;
-use lock_redlock::RedLock;
 use lock_testkit::{
     FencedResource, History, RedisNodes, RedisServer, Report, WriteOutcome, WriteStatus,
 };

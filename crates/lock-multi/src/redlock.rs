@@ -1,7 +1,7 @@
-//! RedLock for distlock: one lock over N independent nodes, held while a **majority**
-//! (`N/2 + 1`) grant it within the validity time.
+//! RedLock: one lock over N independent nodes, held while a **majority** (`N/2 + 1`) grant it
+//! within the validity time.
 //!
-//! [`RedLock`] is the quorum engine of `lock-multi` with the [`Majority`] policy, so it is a
+//! [`RedLock`] is the quorum engine ([`Composite`]) with the [`Majority`] policy, so it is a
 //! [`lock_core::LockBackend`] over any mix of node backends and works with the same guard,
 //! watchdog, waiter and lost signal as a single node. Following the Redis lock algorithm:
 //!
@@ -28,7 +28,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use lock_core::{DynLockBackend, Locker, MemoryBackend};
-//! use lock_redlock::RedLock;
+//! use lock_multi::RedLock;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), lock_core::Error> {
@@ -47,7 +47,8 @@
 
 use std::time::Duration;
 
-pub use lock_multi::{Composite, CompositeBuilder, Quorum};
+use crate::composite::Composite;
+use crate::quorum::Quorum;
 
 /// RedLock's policy: a majority of the nodes, and a clock-drift allowance of
 /// `lease × 1 % + 2 ms` taken off every lease's validity.
@@ -56,7 +57,7 @@ pub use lock_multi::{Composite, CompositeBuilder, Quorum};
 ///
 /// ```
 /// use std::time::Duration;
-/// use lock_redlock::{Majority, Quorum};
+/// use lock_multi::{Majority, Quorum};
 ///
 /// assert_eq!(Majority.required(3), 2);
 /// assert_eq!(Majority.required(4), 3);

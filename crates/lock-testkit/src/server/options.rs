@@ -1,0 +1,203 @@
+//! [`ServerOptions`] and the configuration file they turn into.
+
+use std::path::{Path, PathBuf};
+
+use super::error::ServerError;
+
+/// The cluster configuration file, in the server's directory.
+const CLUSTER_CONFIG_FILE: &str = "nodes.conf";
+
+/// Options for [`RedisServer::start_with`](crate::RedisServer::start_with).
+///
+/// The default is a plain server without any persistence (`save ""`, `appendonly no`),
+/// without password, memory limit or cluster mode, using the binary found by
+/// [`find_server_binary`](crate::server::find_server_binary).
+///
+/// ```
+/// use lock_testkit::ServerOptions;
+///
+/// let options = ServerOptions::new()
+///     .aof_fsync_always(true)
+///     .requirepass(Some("secret".to_owned()))
+///     .config("hz", "50");
+/// # let _ = options;
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ServerOptions {
+    aof_fsync_always: bool,
+    pub(super) cluster_enabled: bool,
+    pub(super) requirepass: Option<String>,
+    maxmemory: Option<u64>,
+    extra_config: Vec<(String, String)>,
+    pub(super) binary: Option<PathBuf>,
+}
+
+impl ServerOptions {
+    /// The default options (same as [`Default::default`]).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Enables the append-only file with `appendfsync always`, so every acknowledged write
+    /// survives [`RedisServer::kill`](crate::RedisServer::kill) +
+    /// [`RedisServer::restart`](crate::RedisServer::restart). Off by default (no persistence at
+    /// all).
+    pub fn aof_fsync_always(mut self, enabled: bool) -> Self {
+        self.aof_fsync_always = enabled;
+        self
+    }
+
+    /// Runs the server with `cluster-enabled yes` (cluster config file and bus port chosen
+    /// automatically). The node owns no slots: this is meant for commands such as
+    /// `CLUSTER KEYSLOT`, not for storing data.
+    pub fn cluster_enabled(mut self, enabled: bool) -> Self {
+        self.cluster_enabled = enabled;
+        self
+    }
+
+    /// Sets `requirepass`; [`RedisServer::url`](crate::RedisServer::url) then carries the
+    /// password.
+    pub fn requirepass(mut self, password: Option<String>) -> Self {
+        self.requirepass = password;
+        self
+    }
+
+    /// Sets `maxmemory` (in bytes) with `maxmemory-policy noeviction`.
+    pub fn maxmemory(mut self, bytes: Option<u64>) -> Self {
+        self.maxmemory = bytes;
+        self
+    }
+
+    /// Replaces the extra configuration directives, written after all the others (so they
+    /// win). Each value is one argument and is quoted for the config file, e.g.
+    /// `("save", "900 1")` or `("hz", "50")`.
+    pub fn extra_config(mut self, extra: Vec<(String, String)>) -> Self {
+        self.extra_config = extra;
+        self
+    }
+
+    /// Appends one extra configuration directive (see [`ServerOptions::extra_config`]).
+    pub fn config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.extra_config.push((key.into(), value.into()));
+        self
+    }
+
+    /// Overrides the server binary (a path, or a name looked up on `PATH`). `None` (the
+    /// default) uses [`find_server_binary`](crate::server::find_server_binary).
+    pub fn binary(mut self, binary: Option<PathBuf>) -> Self {
+        self.binary = binary;
+        self
+    }
+}
+
+/// The configuration file of a server with `options`, in `dir`, on `port` (and `cluster_port`).
+pub(super) fn render_config(
+    options: &ServerOptions,
+    dir: &Path,
+    port: u16,
+    cluster_port: Option<u16>,
+) -> Result<String, ServerError> {
+    let dir_str = dir
+        .to_str()
+        .ok_or_else(|| ServerError::InvalidConfig(format!("non UTF-8 dir {}", dir.display())))?;
+    let mut lines: Vec<(String, String)> = vec![
+        ("port".into(), quote(&port.to_string())),
+        ("bind".into(), quote("127.0.0.1")),
+        ("dir".into(), quote(dir_str)),
+        ("daemonize".into(), quote("no")),
+        // Log to stdout, which goes to the log file together with stderr.
+        ("logfile".into(), quote("")),
+        ("save".into(), quote("")),
+    ];
+    if options.aof_fsync_always {
+        lines.push(("appendonly".into(), quote("yes")));
+        lines.push(("appendfsync".into(), quote("always")));
+    } else {
+        lines.push(("appendonly".into(), quote("no")));
+    }
+    if let Some(password) = &options.requirepass {
+        lines.push(("requirepass".into(), quote(password)));
+    }
+    if let Some(bytes) = options.maxmemory {
+        lines.push(("maxmemory".into(), quote(&bytes.to_string())));
+        lines.push(("maxmemory-policy".into(), quote("noeviction")));
+    }
+    if options.cluster_enabled {
+        let nodes = dir.join(CLUSTER_CONFIG_FILE);
+        let nodes = nodes.to_str().unwrap_or(CLUSTER_CONFIG_FILE);
+        lines.push(("cluster-enabled".into(), quote("yes")));
+        lines.push(("cluster-config-file".into(), quote(nodes)));
+        if let Some(bus) = cluster_port {
+            lines.push(("cluster-port".into(), quote(&bus.to_string())));
+        }
+    }
+    for (key, value) in &options.extra_config {
+        let valid = !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !valid {
+            return Err(ServerError::InvalidConfig(format!(
+                "config directive name {key:?} is not [A-Za-z0-9_-]+"
+            )));
+        }
+        lines.push((key.clone(), quote(value)));
+    }
+    let mut out = String::from("# Generated by lock-testkit.\n");
+    for (key, value) in lines {
+        out.push_str(&key);
+        out.push(' ');
+        out.push_str(&value);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// Quotes a value for the Redis config file parser (`sdssplitargs`).
+fn quote(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quote_escapes_for_sdssplitargs() {
+        assert_eq!(quote(""), "\"\"");
+        assert_eq!(quote("900 1"), "\"900 1\"");
+        assert_eq!(quote("a\"b\\c\nd\x01"), "\"a\\\"b\\\\c\\nd\\x01\"");
+    }
+
+    #[test]
+    fn config_rejects_bad_keys() {
+        let options = ServerOptions::new().config("bad key", "1");
+        let err = render_config(&options, Path::new("/tmp"), 1, None).unwrap_err();
+        assert!(matches!(err, ServerError::InvalidConfig(_)));
+    }
+
+    #[test]
+    fn default_config_has_no_persistence() {
+        let config = render_config(&ServerOptions::new(), Path::new("/tmp/x"), 7000, None).unwrap();
+        assert!(config.contains("save \"\"\n"));
+        assert!(config.contains("appendonly \"no\"\n"));
+        assert!(config.contains("bind \"127.0.0.1\"\n"));
+        assert!(!config.contains("cluster"));
+    }
+}

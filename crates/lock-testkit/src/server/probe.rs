@@ -1,0 +1,113 @@
+//! The readiness probe: `AUTH`, `PING` and `INFO server` in raw RESP over a plain socket, so a
+//! starting server is checked without a client library and recognised by its process id.
+
+use std::fmt;
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
+use std::time::Duration;
+
+/// `AUTH` (if needed), `PING` and `INFO server` over a plain socket; returns the answering
+/// server's `process_id`.
+pub(super) fn probe(port: u16, password: Option<&str>) -> io::Result<Option<u32>> {
+    let addr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+    let stream = TcpStream::connect_timeout(&addr, Duration::from_millis(250))?;
+    stream.set_read_timeout(Some(Duration::from_secs(1)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(1)))?;
+    stream.set_nodelay(true)?;
+    let mut writer = stream.try_clone()?;
+    let mut reader = BufReader::new(stream);
+    if let Some(password) = password {
+        writer.write_all(&resp_command(&["AUTH", password]))?;
+        expect_simple(&mut reader, "OK")?;
+    }
+    writer.write_all(&resp_command(&["PING"]))?;
+    expect_simple(&mut reader, "PONG")?;
+    writer.write_all(&resp_command(&["INFO", "server"]))?;
+    let info = match read_reply(&mut reader)? {
+        Reply::Bulk(info) => info,
+        other => return Err(unexpected(&other)),
+    };
+    Ok(info.lines().find_map(|line| {
+        line.strip_prefix("process_id:")
+            .and_then(|pid| pid.trim().parse().ok())
+    }))
+}
+
+fn resp_command(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+enum Reply {
+    Simple(String),
+    Error(String),
+    Bulk(String),
+    Other(String),
+}
+
+impl fmt::Display for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Simple(s) => write!(f, "+{s}"),
+            Self::Error(s) => write!(f, "-{s}"),
+            Self::Bulk(s) => write!(f, "bulk string of {} bytes", s.len()),
+            Self::Other(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+fn unexpected(reply: &Reply) -> io::Error {
+    io::Error::other(format!("unexpected reply {reply}"))
+}
+
+fn expect_simple(reader: &mut impl BufRead, expected: &str) -> io::Result<()> {
+    match read_reply(reader)? {
+        Reply::Simple(s) if s == expected => Ok(()),
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn read_reply(reader: &mut impl BufRead) -> io::Result<Reply> {
+    let mut line = String::new();
+    if reader.read_line(&mut line)? == 0 {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    let line = line.trim_end_matches(['\r', '\n']);
+    let (kind, rest) = line.split_at_checked(1).unwrap_or(("", ""));
+    Ok(match kind {
+        "+" => Reply::Simple(rest.to_owned()),
+        "-" => Reply::Error(rest.to_owned()),
+        "$" => {
+            let len: i64 = rest
+                .parse()
+                .map_err(|_| io::Error::other(format!("bad bulk length {rest:?}")))?;
+            let Ok(len) = usize::try_from(len) else {
+                return Ok(Reply::Other("nil".to_owned()));
+            };
+            let mut buf = vec![0; len + 2];
+            reader.read_exact(&mut buf)?;
+            buf.truncate(len);
+            Reply::Bulk(String::from_utf8_lossy(&buf).into_owned())
+        }
+        _ => Reply::Other(line.to_owned()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_reply_parses_resp() {
+        let mut input = &b"+PONG\r\n$5\r\nab\r\nc\r\n-ERR x\r\n$-1\r\n"[..];
+        assert!(matches!(read_reply(&mut input).unwrap(), Reply::Simple(s) if s == "PONG"));
+        assert!(matches!(read_reply(&mut input).unwrap(), Reply::Bulk(s) if s == "ab\r\nc"));
+        assert!(matches!(read_reply(&mut input).unwrap(), Reply::Error(s) if s == "ERR x"));
+        assert!(matches!(read_reply(&mut input).unwrap(), Reply::Other(s) if s == "nil"));
+    }
+}
