@@ -1,18 +1,16 @@
-//! The guard of a held lock.
+//! The guard of a held lock: what the caller holds, extends and gives back.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::backend::{LockBackend, ReleaseOutcome, RenewOutcome, Renewal};
+use crate::backend::{LockBackend, ReleaseOutcome, RenewOutcome};
 use crate::error::{Error, Result};
-use crate::locker::LockerInner;
+use crate::hold::{Hold, LeaseLoss};
 use crate::options::check_lease;
 use crate::owner::Owner;
-use crate::watchdog::{LeaseLoss, LeaseStatus};
+use crate::shared::LockerShared;
 
 /// A held lock. Give it back with [`LockGuard::release`]; dropping it releases too, in the
 /// background.
@@ -43,17 +41,13 @@ use crate::watchdog::{LeaseLoss, LeaseStatus};
 /// # }
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
+#[clippy::has_significant_drop]
 pub struct LockGuard<B: LockBackend> {
-    locker: Arc<LockerInner<B>>,
-    name: String,
-    owner: Owner,
-    field: String,
-    /// The lease length in nanoseconds; [`LockGuard::extend`] changes it through `&self`, and
-    /// the release (its lease reset, the lapse of a failed cleanup) must use the new one.
-    lease_nanos: AtomicU64,
+    locker: Arc<LockerShared<B>>,
+    /// Name, owner, lease and lease status, shared with the watchdog and the hold book.
+    hold: Arc<Hold>,
     hold_count: u32,
     fencing_token: Option<u64>,
-    status: watch::Sender<LeaseStatus>,
     watchdog_id: Option<u64>,
     finished: bool,
 }
@@ -61,8 +55,8 @@ pub struct LockGuard<B: LockBackend> {
 impl<B: LockBackend> std::fmt::Debug for LockGuard<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
-            .field("name", &self.name)
-            .field("owner", &self.field)
+            .field("name", &self.hold.name())
+            .field("owner", &self.hold.field())
             .field("hold_count", &self.hold_count)
             .field("fencing_token", &self.fencing_token)
             .field("watchdog", &self.watchdog_id.is_some())
@@ -70,31 +64,22 @@ impl<B: LockBackend> std::fmt::Debug for LockGuard<B> {
     }
 }
 
-/// What the locker hands over to build a guard.
-pub(crate) struct GuardParts<B: LockBackend> {
-    pub locker: Arc<LockerInner<B>>,
-    pub name: String,
-    pub owner: Owner,
-    pub field: String,
-    pub lease: Duration,
-    pub hold_count: u32,
-    pub fencing_token: Option<u64>,
-    pub status: watch::Sender<LeaseStatus>,
-    pub watchdog_id: Option<u64>,
-}
-
 impl<B: LockBackend> LockGuard<B> {
-    pub(crate) fn new(parts: GuardParts<B>) -> Self {
+    /// The guard of a granted `hold`, already counted in the hold book (and registered with the
+    /// watchdog as `watchdog_id` in watchdog mode).
+    pub(crate) fn new(
+        locker: Arc<LockerShared<B>>,
+        hold: Arc<Hold>,
+        hold_count: u32,
+        fencing_token: Option<u64>,
+        watchdog_id: Option<u64>,
+    ) -> Self {
         LockGuard {
-            locker: parts.locker,
-            name: parts.name,
-            owner: parts.owner,
-            field: parts.field,
-            lease_nanos: AtomicU64::new(nanos(parts.lease)),
-            hold_count: parts.hold_count,
-            fencing_token: parts.fencing_token,
-            status: parts.status,
-            watchdog_id: parts.watchdog_id,
+            locker,
+            hold,
+            hold_count,
+            fencing_token,
+            watchdog_id,
             finished: false,
         }
     }
@@ -102,19 +87,19 @@ impl<B: LockBackend> LockGuard<B> {
     /// The lock name.
     #[must_use]
     pub fn name(&self) -> &str {
-        &self.name
+        self.hold.name()
     }
 
     /// The owner this guard holds the lock as.
     #[must_use]
     pub fn owner(&self) -> Owner {
-        self.owner
+        self.hold.owner()
     }
 
     /// The owner field on the server, `<client id>:<holder id>`.
     #[must_use]
     pub fn owner_field(&self) -> &str {
-        &self.field
+        self.hold.field()
     }
 
     /// The owner's hold count right after this guard's acquire (2 for a first re-entry, ...).
@@ -134,7 +119,7 @@ impl<B: LockBackend> LockGuard<B> {
     /// The lease length set on each acquire and renewal.
     #[must_use]
     pub fn lease(&self) -> Duration {
-        Duration::from_nanos(self.lease_nanos.load(Ordering::Relaxed))
+        self.hold.lease()
     }
 
     /// Whether the watchdog renews this lease.
@@ -148,7 +133,7 @@ impl<B: LockBackend> LockGuard<B> {
     /// (zero for a single store; see [`LockBackend::clock_drift`]) on the monotonic clock.
     #[must_use]
     pub fn valid_until(&self) -> Instant {
-        self.status.borrow().valid_until
+        self.hold.status().borrow().valid_until
     }
 
     /// How long the lease is still known to be ours (zero once past).
@@ -160,7 +145,7 @@ impl<B: LockBackend> LockGuard<B> {
     /// Whether the lease is known to be lost (or past its validity deadline).
     #[must_use]
     pub fn is_lost(&self) -> bool {
-        let status = *self.status.borrow();
+        let status = *self.hold.status().borrow();
         status.lost.is_some() || Instant::now() >= status.valid_until
     }
 
@@ -172,7 +157,7 @@ impl<B: LockBackend> LockGuard<B> {
     ///
     /// Cancel safe: it only observes the lease; dropping it changes nothing.
     pub async fn lost(&self) -> LeaseLoss {
-        let mut status = self.status.subscribe();
+        let mut status = self.hold.status().subscribe();
         loop {
             let now = *status.borrow_and_update();
             if let Some(loss) = now.lost {
@@ -187,7 +172,7 @@ impl<B: LockBackend> LockGuard<B> {
                 }
                 () = tokio::time::sleep_until(now.valid_until) => {
                     if status.borrow().valid_until <= now.valid_until {
-                        self.status.send_modify(|s| {
+                        self.hold.status().send_modify(|s| {
                             s.lost.get_or_insert(LeaseLoss::Expired);
                         });
                     }
@@ -211,28 +196,25 @@ impl<B: LockBackend> LockGuard<B> {
     /// updated only by a completed call.
     pub async fn extend(&self, lease: Duration) -> Result<()> {
         check_lease(lease)?;
-        let renewal = [Renewal {
-            name: &self.name,
-            owner: &self.field,
-            lease,
-        }];
+        let renewal = [self.hold.renewal(lease)];
         let sent_at = Instant::now();
         let outcomes = self.locker.backend.renew(&renewal).await?;
         match outcomes.first() {
             Some(RenewOutcome::Renewed) => {
                 let drift = self.locker.backend.clock_drift(lease);
                 let valid_until = sent_at + lease.saturating_sub(drift);
-                self.status.send_modify(|s| s.valid_until = valid_until);
-                self.lease_nanos.store(nanos(lease), Ordering::Relaxed);
+                self.hold
+                    .status()
+                    .send_modify(|s| s.valid_until = valid_until);
+                self.hold.set_lease(lease);
                 if let Some(id) = self.watchdog_id {
-                    self.locker
-                        .watchdog
-                        .set_lease(id, lease, valid_until, sent_at);
+                    self.locker.watchdog.extended(id, valid_until, sent_at);
                 }
                 Ok(())
             }
             Some(RenewOutcome::NotHeld) => {
-                self.status
+                self.hold
+                    .status()
                     .send_modify(|s| s.lost = Some(LeaseLoss::NotOurs));
                 Err(Error::LeaseLost)
             }
@@ -262,29 +244,24 @@ impl<B: LockBackend> LockGuard<B> {
     /// stopped, so the lock is gone by the end of its lease at the latest.
     pub async fn release(mut self) -> Result<ReleaseOutcome> {
         let keep = self.finish();
-        self.locker
-            .release_keeping(&self.name, &self.field, self.lease(), keep)
-            .await
+        self.locker.release_keeping(&self.hold, keep).await
     }
 
     /// Stops the watchdog and the local bookkeeping; the server-side release is the caller's.
     /// Returns the holds of this owner on this name still known afterwards.
     fn finish(&mut self) -> u32 {
         if self.finished {
-            return self.locker.known_holds(&self.name, &self.field);
+            return self
+                .locker
+                .holds
+                .known_holds(self.hold.name(), self.hold.field());
         }
         self.finished = true;
         if let Some(id) = self.watchdog_id {
             self.locker.watchdog.unregister(id);
         }
-        self.locker
-            .forget_hold(&self.name, &self.field, self.lease())
+        self.locker.holds.forget_hold(&self.hold)
     }
-}
-
-/// A lease in nanoseconds; leases are checked against `MAX_DURATION`, far below `u64::MAX` ns.
-fn nanos(lease: Duration) -> u64 {
-    u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl<B: LockBackend> Drop for LockGuard<B> {
@@ -294,16 +271,14 @@ impl<B: LockBackend> Drop for LockGuard<B> {
         }
         self.finish();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::debug!(name = %self.name, "guard dropped outside a runtime; the lease will expire");
+            tracing::debug!(name = %self.hold.name(), "guard dropped outside a runtime; the lease will expire");
             return;
         };
         let locker = self.locker.clone();
-        let name = std::mem::take(&mut self.name);
-        let field = std::mem::take(&mut self.field);
-        let lease = self.lease();
+        let hold = self.hold.clone();
         runtime.spawn(async move {
-            if let Err(error) = locker.release_hold(&name, &field, lease).await {
-                tracing::warn!(%error, %name, "background release failed; the lease will expire");
+            if let Err(error) = locker.release_hold(&hold).await {
+                tracing::warn!(%error, name = %hold.name(), "background release failed; the lease will expire");
             }
         });
     }

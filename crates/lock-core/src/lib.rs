@@ -12,6 +12,22 @@
 //! - [`Error`]: one error type, with [`Error::is_retryable`].
 //! - [`MemoryBackend`]: an in-memory store with real expiry, for tests.
 //!
+//! # Layout
+//!
+//! Each module imports only the ones listed below it:
+//!
+//! - `locker`: [`Locker`], the entry point; builds a guard from what the waiter won.
+//! - `waiter`: the first attempt, the registration for release notifications, the wait loop.
+//! - `guard`: [`LockGuard`]: extend, release, drop, the lease-loss signal.
+//! - `shared`: what a locker and its guards share (backend, watchdog, hold book), and the acquire
+//!   and release calls that keep the hold book true after outcomes of unknown effect.
+//! - `holds`: the hold book: holds known per (name, owner field), and debts of failed cleanups.
+//! - `watchdog`: batched renewals of watchdog-mode leases.
+//! - `hold`: the record of one hold (name, owner, lease, lease status), shared by its guard, the
+//!   watchdog and the hold book.
+//! - `memory`, `backend`, `notify`, `options`, `owner`, `error`: the in-memory backend, the
+//!   backend contract, release notifications, options and checks, owners, errors.
+//!
 //! # Example
 //!
 //! ```
@@ -33,11 +49,15 @@
 pub mod backend;
 pub mod error;
 mod guard;
+mod hold;
+mod holds;
 mod locker;
 mod memory;
 pub mod notify;
 pub mod options;
 mod owner;
+mod shared;
+mod waiter;
 mod watchdog;
 
 pub use backend::{
@@ -46,9 +66,9 @@ pub use backend::{
 };
 pub use error::{Error, Result};
 pub use guard::LockGuard;
+pub use hold::LeaseLoss;
 pub use locker::Locker;
 pub use memory::MemoryBackend;
 pub use notify::{ReleaseHub, ReleaseWatch};
 pub use options::{Lease, LockOptions, Wait};
 pub use owner::{Owner, new_client_id};
-pub use watchdog::LeaseLoss;

@@ -1,237 +1,16 @@
-//! The user API: `lock`, `try_lock`, `lock_with`, and the waiter behind them.
+//! The user API: `Locker` with `lock`, `try_lock`, `lock_with`, and the calls that need no
+//! guard (`unlock`, `force_unlock`, `state`).
 
-use std::collections::HashMap;
-use std::pin::pin;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
-use rand::Rng;
-use tokio::sync::watch;
-use tokio::time::Instant;
-
-use crate::backend::{
-    AcquireOutcome, AcquireRequest, Grant, LockBackend, LockState, ReleaseOutcome,
-};
-use crate::error::Result;
-use crate::guard::{GuardParts, LockGuard};
-use crate::notify::ReleaseWatch;
-use crate::options::{Lease, LockOptions, Wait};
+use crate::backend::{LockBackend, LockState, ReleaseOutcome};
+use crate::error::{Error, Result};
+use crate::guard::LockGuard;
+use crate::hold::{Hold, HoldKey};
+use crate::options::{Lease, LockOptions};
 use crate::owner::Owner;
-use crate::watchdog::{LeaseStatus, Watchdog, WatchedLease};
-
-/// How long a waiter sleeps at most when the holder's lock has no TTL (a key without expiry):
-/// a release notification still wakes it earlier.
-const RECHECK_WITHOUT_TTL: Duration = Duration::from_secs(1);
-
-pub(crate) struct LockerInner<B: LockBackend> {
-    pub backend: Arc<B>,
-    pub watchdog: Watchdog<B>,
-    /// Live guards per (name, owner field) in this process: what we know we hold. After an acquire
-    /// whose outcome is unknown, the store is told to keep exactly this many holds.
-    /// Keyed by name, then owner field, so lookups need no allocation.
-    holds: Mutex<HashMap<String, HashMap<String, u32>>>,
-    /// (name, owner field) pairs whose count on the store may be higher than the holds above:
-    /// an acquire of unknown outcome could not be undone (the cleanup failed too). The next
-    /// attempt or release of that pair first sets the count right with `abandon`.
-    /// Each debt carries the end of the lease its unseen grant could have set: past it, with no
-    /// hold of that owner left here, the store has expired the grant by itself and the debt is
-    /// dropped (so a debt that nobody settles does not keep the hot path on the slow branch).
-    /// While holds of that owner live, their renewals keep the unseen count alive too, so the
-    /// end is pushed to one lease after the last of them ends (see `forget_hold`).
-    debts: Mutex<HashMap<String, HashMap<String, Debt>>>,
-    /// Whether `debts` may be non-empty, so the hot path skips its lock.
-    any_debt: std::sync::atomic::AtomicBool,
-}
-
-/// An unsettled cleanup of one (name, owner field).
-#[derive(Clone, Copy, Debug)]
-struct Debt {
-    /// When the store has surely expired the unseen grant, if no hold of the owner outlives it.
-    lapses: Instant,
-    /// The lease the unseen grant (or a later hold's last renewal) may have set.
-    lease: Duration,
-}
-
-impl<B: LockBackend> LockerInner<B> {
-    fn note_hold(&self, name: &str, field: &str) {
-        let mut holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
-        let owners = match holds.get_mut(name) {
-            Some(owners) => owners,
-            None => holds.entry(name.to_owned()).or_default(),
-        };
-        match owners.get_mut(field) {
-            Some(count) => *count += 1,
-            None => {
-                owners.insert(field.to_owned(), 1);
-            }
-        }
-    }
-
-    /// Forgets one hold of lease `lease`; returns the holds of that owner on that name still
-    /// known.
-    ///
-    /// When that was the owner's last hold and a debt is open for it, the debt's lapse is pushed
-    /// to one lease from now: the hold's renewals kept the unseen count alive on the store until
-    /// now, so it only expires a lease after this (or goes when the release settles the debt).
-    /// The debts are locked before the holds, as `prune_lapsed_debts` does, so no prune sees the
-    /// hold gone before the lapse is pushed.
-    pub(crate) fn forget_hold(&self, name: &str, field: &str, lease: Duration) -> u32 {
-        if !self.any_debt.load(std::sync::atomic::Ordering::Acquire) {
-            return self.forget_known_hold(name, field);
-        }
-        let mut debts = self.debts.lock().unwrap_or_else(|e| e.into_inner());
-        let left = self.forget_known_hold(name, field);
-        if left == 0
-            && let Some(debt) = debts.get_mut(name).and_then(|owners| owners.get_mut(field))
-        {
-            let lease = debt.lease.max(lease);
-            debt.lease = lease;
-            debt.lapses = debt.lapses.max(Instant::now() + lease);
-        }
-        left
-    }
-
-    fn forget_known_hold(&self, name: &str, field: &str) -> u32 {
-        let mut holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(owners) = holds.get_mut(name) else {
-            return 0;
-        };
-        let mut left = 0;
-        if let Some(count) = owners.get_mut(field) {
-            *count -= 1;
-            left = *count;
-            if left == 0 {
-                owners.remove(field);
-            }
-        }
-        if owners.is_empty() {
-            holds.remove(name);
-        }
-        left
-    }
-
-    fn note_debt(&self, name: &str, field: &str, lease: Duration) {
-        let mut debts = self.debts.lock().unwrap_or_else(|e| e.into_inner());
-        let lapses = Instant::now() + lease;
-        let debt = debts
-            .entry(name.to_owned())
-            .or_default()
-            .entry(field.to_owned())
-            .or_insert(Debt { lapses, lease });
-        debt.lapses = debt.lapses.max(lapses);
-        debt.lease = debt.lease.max(lease);
-        self.any_debt
-            .store(true, std::sync::atomic::Ordering::Release);
-    }
-
-    fn has_debt(&self, name: &str, field: &str) -> bool {
-        if !self.any_debt.load(std::sync::atomic::Ordering::Acquire) {
-            return false;
-        }
-        let mut debts = self.debts.lock().unwrap_or_else(|e| e.into_inner());
-        self.prune_lapsed_debts(&mut debts);
-        debts
-            .get(name)
-            .is_some_and(|owners| owners.contains_key(field))
-    }
-
-    /// Drops the debts whose grant has expired on the store by now: past the lease, and no hold
-    /// of that owner on that name left in this process (a live hold is renewed by the watchdog,
-    /// which keeps an extra count alive with it; its end pushes the lapse, see `forget_hold`).
-    fn prune_lapsed_debts(&self, debts: &mut HashMap<String, HashMap<String, Debt>>) {
-        let now = Instant::now();
-        debts.retain(|name, owners| {
-            owners.retain(|field, debt| debt.lapses > now || self.known_holds(name, field) > 0);
-            !owners.is_empty()
-        });
-        if debts.is_empty() {
-            self.any_debt
-                .store(false, std::sync::atomic::Ordering::Release);
-        }
-    }
-
-    fn clear_debt(&self, name: &str, field: &str) {
-        let mut debts = self.debts.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(owners) = debts.get_mut(name) {
-            owners.remove(field);
-            if owners.is_empty() {
-                debts.remove(name);
-            }
-        }
-        if debts.is_empty() {
-            self.any_debt
-                .store(false, std::sync::atomic::Ordering::Release);
-        }
-    }
-
-    /// Sets the owner's count on the store to `keep` if an earlier cleanup failed.
-    ///
-    /// # Errors
-    ///
-    /// The cleanup's error when it fails again: the debt stays for the next call (the lease
-    /// bounds it in any case), and the caller must not go on, since an acquire or release on
-    /// top of an unknown count would leave (or report) the wrong count.
-    pub(crate) async fn settle_debt(&self, name: &str, field: &str, keep: u32) -> Result<()> {
-        if !self.has_debt(name, field) {
-            return Ok(());
-        }
-        match self.backend.abandon(name, field, keep).await {
-            Ok(()) => {
-                self.clear_debt(name, field);
-                Ok(())
-            }
-            Err(error) => {
-                tracing::warn!(%error, name, "could not yet undo an earlier call of unknown outcome");
-                Err(error)
-            }
-        }
-    }
-
-    /// Gives back one hold the caller has already forgotten locally (`forget_hold`). After an
-    /// outcome the store may or may not have applied, the owner's count is set to the holds
-    /// this process still knows of (or that is left as a debt for the next call), so an unseen
-    /// release can neither leave an extra hold nor be applied twice.
-    pub(crate) async fn release_hold(
-        &self,
-        name: &str,
-        field: &str,
-        lease: Duration,
-    ) -> Result<ReleaseOutcome> {
-        let keep = self.known_holds(name, field);
-        self.release_keeping(name, field, lease, keep).await
-    }
-
-    /// As [`Self::release_hold`], with the holds still known already read (`keep`).
-    pub(crate) async fn release_keeping(
-        &self,
-        name: &str,
-        field: &str,
-        lease: Duration,
-        keep: u32,
-    ) -> Result<ReleaseOutcome> {
-        // On failure the hold is already forgotten locally, so the debt, when settled, lowers
-        // the count to what is still known: this release happens then (or when the lease ends).
-        self.settle_debt(name, field, keep + 1).await?;
-        let released = self.backend.release(name, field, lease).await;
-        if let Err(error) = &released
-            && error.is_ambiguous()
-            && let Err(cleanup) = self.backend.abandon(name, field, keep).await
-        {
-            tracing::warn!(%cleanup, name, "could not settle a release of unknown outcome; retried before the next attempt or release");
-            self.note_debt(name, field, lease);
-        }
-        released
-    }
-
-    pub(crate) fn known_holds(&self, name: &str, field: &str) -> u32 {
-        let holds = self.holds.lock().unwrap_or_else(|e| e.into_inner());
-        holds
-            .get(name)
-            .and_then(|owners| owners.get(field))
-            .copied()
-            .unwrap_or(0)
-    }
-}
+use crate::shared::LockerShared;
+use crate::waiter::{Granted, Waiter};
 
 /// Takes locks from one backend: the entry point of the API.
 ///
@@ -264,13 +43,13 @@ impl<B: LockBackend> LockerInner<B> {
 /// # }
 /// ```
 pub struct Locker<B: LockBackend> {
-    inner: Arc<LockerInner<B>>,
+    shared: Arc<LockerShared<B>>,
 }
 
 impl<B: LockBackend> Clone for Locker<B> {
     fn clone(&self) -> Self {
         Locker {
-            inner: self.inner.clone(),
+            shared: self.shared.clone(),
         }
     }
 }
@@ -278,23 +57,8 @@ impl<B: LockBackend> Clone for Locker<B> {
 impl<B: LockBackend> std::fmt::Debug for Locker<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Locker")
-            .field("client_id", &self.inner.backend.client_id())
+            .field("client_id", &self.shared.backend.client_id())
             .finish_non_exhaustive()
-    }
-}
-
-/// Hands a consumed release notification to the next local waiter when a woken waiter goes away
-/// (cancelled or failed) before using it.
-struct Waiting {
-    watch: ReleaseWatch,
-    woken: bool,
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        if self.woken {
-            self.watch.pass_on();
-        }
     }
 }
 
@@ -309,20 +73,14 @@ impl<B: LockBackend> Locker<B> {
     #[must_use]
     pub fn from_arc(backend: Arc<B>) -> Self {
         Locker {
-            inner: Arc::new(LockerInner {
-                watchdog: Watchdog::new(backend.clone()),
-                backend,
-                holds: Mutex::new(HashMap::new()),
-                debts: Mutex::new(HashMap::new()),
-                any_debt: std::sync::atomic::AtomicBool::new(false),
-            }),
+            shared: Arc::new(LockerShared::new(backend)),
         }
     }
 
     /// The backend.
     #[must_use]
     pub fn backend(&self) -> &B {
-        &self.inner.backend
+        &self.shared.backend
     }
 
     /// Takes the lock, waiting as long as it takes, in watchdog mode (30 s lease renewed every
@@ -363,7 +121,7 @@ impl<B: LockBackend> Locker<B> {
     /// Waiting follows one rule: register for release notifications, then try, then wait for a
     /// notification, a timer capped by the holder's remaining lease, or the deadline, whichever
     /// comes first; repeat. The first attempt is made before registering, so an uncontended lock
-    /// costs one round trip. A backend that reports [`AcquireOutcome::Contended`] (a composite
+    /// costs one round trip. A backend that reports [`AcquireOutcome::Contended`](crate::backend::AcquireOutcome::Contended) (a composite
     /// whose nodes split) is retried after the delay it asks for.
     ///
     /// # Errors
@@ -382,181 +140,55 @@ impl<B: LockBackend> Locker<B> {
         name: &str,
         options: &LockOptions,
     ) -> Result<Option<LockGuard<B>>> {
-        self.inner.backend.check_name(name)?;
+        self.shared.backend.check_name(name)?;
         options.validate()?;
         let owner = options
             .explicit_owner()
             .copied()
             .unwrap_or_else(Owner::current);
-        let field = owner.field(self.inner.backend.client_id());
-        if !self.inner.backend.reentrant() && self.inner.known_holds(name, &field) > 0 {
-            return Err(crate::Error::NotReentrant {
+        let key = HoldKey::new(name, owner, self.shared.backend.client_id());
+        if !self.shared.backend.reentrant()
+            && self.shared.holds.known_holds(key.name(), key.field()) > 0
+        {
+            return Err(Error::NotReentrant {
                 name: name.to_owned(),
             });
         }
-        let deadline = match options.wait_policy() {
-            Wait::Upto(wait) => Some(Instant::now() + wait),
-            Wait::No | Wait::Forever => None,
-        };
-        let no_wait = options.wait_policy() == Wait::No;
         let lease = options.lease_mode();
-        let request = AcquireRequest {
-            name,
-            owner: &field,
-            lease: lease.duration(),
-            fencing: options.wants_fencing(),
-            known_holds: 0, // read by `attempt`
+        let request = key.acquire_request(lease.duration(), options.wants_fencing());
+        let waiter = Waiter::new(&self.shared, request, options.wait_policy());
+        let Some(granted) = waiter.acquire().await? else {
+            return Ok(None);
         };
-
-        // Fast path: an uncontended lock costs one round trip and no registration.
-        let sent_at = Instant::now();
-        let first = self.attempt(request).await;
-        let (mut sleep_until, first_error) =
-            match next_step(first, Instant::now(), deadline, no_wait)? {
-                Step::Take(grant) => {
-                    return Ok(Some(
-                        self.make_guard(name, owner, field, lease, grant, sent_at),
-                    ));
-                }
-                Step::GiveUp => return Ok(None),
-                // The lock may be free again by now: register, then try again at once.
-                Step::OnRelease { .. } => (None, None),
-                Step::RetryAt { at, error } => (Some(at), error),
-            };
-        let register = self.inner.backend.watch_releases(name);
-        let watch = match deadline {
-            Some(deadline) => match tokio::time::timeout_at(deadline, register).await {
-                Ok(watch) => watch?,
-                // Out of time while registering: the first attempt's answer stands.
-                Err(_) => return first_error.map_or(Ok(None), Err),
-            },
-            None => register.await?,
-        };
-        let mut waiting = Waiting {
-            watch,
-            woken: false,
-        };
-        loop {
-            if let Some(at) = sleep_until.take() {
-                tokio::time::sleep_until(at).await;
-            }
-            // Arm the notification before the attempt, so a release between the attempt and the
-            // wait still wakes the wait.
-            let mut notified = pin!(waiting.watch.notified());
-            if let Some(notified) = notified.as_mut().as_pin_mut() {
-                notified.enable();
-            }
-            let sent_at = Instant::now();
-            let outcome = self.attempt(request).await;
-            waiting.woken = false;
-            let now = Instant::now();
-            let ttl = match next_step(outcome, now, deadline, false)? {
-                Step::Take(grant) => {
-                    return Ok(Some(
-                        self.make_guard(name, owner, field, lease, grant, sent_at),
-                    ));
-                }
-                Step::GiveUp => return Ok(None),
-                Step::RetryAt { at, .. } => {
-                    sleep_until = Some(at);
-                    continue;
-                }
-                Step::OnRelease { ttl } => ttl,
-            };
-            // A foreign holder may have set any PTTL; keep the instant arithmetic in range.
-            let mut sleep_for = ttl
-                .unwrap_or(RECHECK_WITHOUT_TTL)
-                .min(crate::options::MAX_DURATION);
-            if let Some(every) = waiting.watch.poll_interval() {
-                sleep_for = sleep_for.min(jittered(every));
-            }
-            let mut wake_at = now + sleep_for.max(Duration::from_millis(1));
-            if let Some(deadline) = deadline {
-                wake_at = wake_at.min(deadline);
-            }
-            match notified.as_pin_mut() {
-                Some(notified) => {
-                    tokio::select! {
-                        () = notified => waiting.woken = true,
-                        () = tokio::time::sleep_until(wake_at) => {}
-                    }
-                }
-                None => tokio::time::sleep_until(wake_at).await,
-            }
-        }
+        Ok(Some(self.make_guard(key, lease, granted)))
     }
 
-    /// One acquire; after an outcome the store may or may not have applied, it tells the store to
-    /// keep exactly the holds this process knows of, so an unseen grant does not linger.
-    ///
-    /// The known holds are read afresh for every attempt: another task of the same owner may
-    /// have taken or given back a hold while this one waited.
-    async fn attempt(&self, mut request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
-        request.known_holds = self.inner.known_holds(request.name, request.owner);
-        let inner = &self.inner;
-        inner
-            .settle_debt(request.name, request.owner, request.known_holds)
-            .await?;
-        match inner.backend.try_acquire(request).await {
-            Err(error) if error.is_ambiguous() => {
-                let keep = request.known_holds;
-                if let Err(cleanup) = inner
-                    .backend
-                    .abandon(request.name, request.owner, keep)
-                    .await
-                {
-                    tracing::warn!(%cleanup, name = request.name, "could not undo an acquire of unknown outcome; retried before the next attempt or release");
-                    inner.note_debt(request.name, request.owner, request.lease);
-                }
-                Err(error)
-            }
-            other => other,
-        }
-    }
-
-    fn make_guard(
-        &self,
-        name: &str,
-        owner: Owner,
-        field: String,
-        lease: Lease,
-        grant: Grant,
-        sent_at: Instant,
-    ) -> LockGuard<B> {
+    /// Builds the guard of a granted hold: its record, its watchdog registration (in watchdog
+    /// mode) and its count in the hold book.
+    fn make_guard(&self, key: HoldKey, lease: Lease, granted: Granted) -> LockGuard<B> {
+        let Granted { grant, sent_at } = granted;
         let valid_until = sent_at
             + lease
                 .duration()
-                .saturating_sub(self.inner.backend.clock_drift(lease.duration()));
-        let (status, _) = watch::channel(LeaseStatus {
-            valid_until,
-            lost: None,
-        });
+                .saturating_sub(self.shared.backend.clock_drift(lease.duration()));
+        let hold = Hold::new(key, lease.duration(), valid_until);
         let watchdog_id = match lease {
-            Lease::Watchdog { lease, max_hold } => Some(self.inner.watchdog.register(
-                WatchedLease {
-                    name: Arc::from(name),
-                    owner: Arc::from(field.as_str()),
-                    lease,
-                    valid_until,
-                    stop_at: max_hold.map(|max_hold| sent_at + max_hold),
-                    status: status.clone(),
-                },
+            Lease::Watchdog { max_hold, .. } => Some(self.shared.watchdog.register(
+                hold.clone(),
+                valid_until,
+                max_hold.map(|max_hold| sent_at + max_hold),
                 sent_at,
             )),
             Lease::Fixed(_) => None,
         };
-        self.inner.note_hold(name, &field);
-        LockGuard::new(GuardParts {
-            locker: self.inner.clone(),
-            name: name.to_owned(),
-            owner,
-            field,
-            lease: lease.duration(),
-            hold_count: grant.hold_count,
-            fencing_token: grant.fencing_token,
-            status,
+        self.shared.holds.note_hold(&hold);
+        LockGuard::new(
+            self.shared.clone(),
+            hold,
+            grant.hold_count,
+            grant.fencing_token,
             watchdog_id,
-        })
+        )
     }
 
     /// Gives back one hold of `owner` without a guard (for example for a hold taken by a process
@@ -569,9 +201,9 @@ impl<B: LockBackend> Locker<B> {
     ///
     /// [`crate::Error::InvalidName`] before any I/O; backend errors.
     pub async fn unlock(&self, name: &str, owner: Owner) -> Result<ReleaseOutcome> {
-        self.inner.backend.check_name(name)?;
-        let field = owner.field(self.inner.backend.client_id());
-        self.inner
+        self.shared.backend.check_name(name)?;
+        let field = owner.field(self.shared.backend.client_id());
+        self.shared
             .backend
             .release(name, &field, crate::options::DEFAULT_WATCHDOG_LEASE)
             .await
@@ -584,8 +216,8 @@ impl<B: LockBackend> Locker<B> {
     ///
     /// [`crate::Error::InvalidName`] before any I/O; backend errors.
     pub async fn force_unlock(&self, name: &str) -> Result<bool> {
-        self.inner.backend.check_name(name)?;
-        self.inner.backend.force_release(name).await
+        self.shared.backend.check_name(name)?;
+        self.shared.backend.force_release(name).await
     }
 
     /// Reads who holds the lock, how many times, and for how long still.
@@ -594,8 +226,8 @@ impl<B: LockBackend> Locker<B> {
     ///
     /// [`crate::Error::InvalidName`] before any I/O; backend errors.
     pub async fn state(&self, name: &str) -> Result<LockState> {
-        self.inner.backend.check_name(name)?;
-        self.inner.backend.inspect(name).await
+        self.shared.backend.check_name(name)?;
+        self.shared.backend.inspect(name).await
     }
 
     /// Whether anyone holds the lock.
@@ -608,70 +240,17 @@ impl<B: LockBackend> Locker<B> {
     }
 }
 
-/// What the waiter does after one attempt.
-enum Step {
-    /// The lock is ours.
-    Take(Grant),
-    /// The wait is over without the lock.
-    GiveUp,
-    /// Held by someone: wait for a release notification, at most this long (the holder's TTL).
-    OnRelease { ttl: Option<Duration> },
-    /// Try again at this instant, not before (no clear holder, or the transient error kept
-    /// here, which is the answer if the wait ends first).
-    RetryAt {
-        at: Instant,
-        error: Option<crate::Error>,
-    },
-}
-
-/// Base delay before retrying after a retryable error, while a wait deadline allows.
-const ERROR_RETRY_DELAY: Duration = Duration::from_millis(50);
-
-/// Decides the next step after an attempt made at `now`.
-///
-/// Errors end the wait, except retryable ones while a wait deadline is still ahead: those are
-/// retried after a jittered delay (a composite whose node blipped, a reconnecting server), and
-/// the last one is returned if the deadline passes. Without a deadline (`lock()`), an error is
-/// returned at once, so a dead store cannot hang the caller.
-fn next_step(
-    outcome: Result<AcquireOutcome>,
-    now: Instant,
-    deadline: Option<Instant>,
-    no_wait: bool,
-) -> Result<Step> {
-    let out_of_time = no_wait || deadline.is_some_and(|deadline| now >= deadline);
-    let retry_at = |after: Duration, error: Option<crate::Error>| {
-        let at = now + after.min(crate::options::MAX_DURATION);
-        Step::RetryAt {
-            at: deadline.map_or(at, |deadline| at.min(deadline)),
-            error,
-        }
-    };
-    match outcome {
-        Ok(AcquireOutcome::Acquired(grant)) => Ok(Step::Take(grant)),
-        Ok(_) if out_of_time => Ok(Step::GiveUp),
-        Ok(AcquireOutcome::Held { ttl }) => Ok(Step::OnRelease { ttl }),
-        Ok(AcquireOutcome::Contended { retry_after }) => Ok(retry_at(retry_after, None)),
-        Err(error) if error.is_retryable() && deadline.is_some() && !out_of_time => {
-            tracing::debug!(%error, "acquire failed; retrying within the wait deadline");
-            Ok(retry_at(jittered(ERROR_RETRY_DELAY), Some(error)))
-        }
-        Err(error) => Err(error),
-    }
-}
-
-/// `every` plus or minus up to a quarter, so pollers of one lock spread out.
-fn jittered(every: Duration) -> Duration {
-    let quarter = every / 4;
-    let offset = rand::rng().random_range(Duration::ZERO..=quarter * 2);
-    every - quarter + offset
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{LeaseLoss, MemoryBackend};
+    use crate::backend::{AcquireOutcome, AcquireRequest};
+    use crate::hold::LeaseLoss;
+    use crate::memory::MemoryBackend;
+    use crate::notify::ReleaseWatch;
+    use std::sync::Mutex;
     use std::sync::atomic::Ordering;
+    use std::time::Duration;
+    use tokio::time::Instant;
 
     #[tokio::test(start_paused = true)]
     async fn the_watchdog_forgets_released_and_dropped_guards() {
@@ -683,18 +262,18 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(
-            locker.inner.watchdog.registered(),
+            locker.shared.watchdog.registered(),
             1,
             "fixed leases are not watched"
         );
         assert!(guard.release().await.unwrap().was_held());
-        assert_eq!(locker.inner.watchdog.registered(), 0);
+        assert_eq!(locker.shared.watchdog.registered(), 0);
         let dropped = locker.lock("c").await.unwrap();
         drop(dropped);
-        assert_eq!(locker.inner.watchdog.registered(), 0);
+        assert_eq!(locker.shared.watchdog.registered(), 0);
         drop(fixed);
         tokio::task::yield_now().await;
-        assert!(locker.inner.holds.lock().unwrap().is_empty());
+        assert!(locker.shared.holds.is_empty());
     }
 
     #[tokio::test(start_paused = true)]
@@ -714,7 +293,7 @@ mod tests {
         assert!(!locker.is_locked("capped").await.unwrap());
         // The watchdog drops the entry at its next wake-up, within one renewal period.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(locker.inner.watchdog.registered(), 0);
+        assert_eq!(locker.shared.watchdog.registered(), 0);
     }
 
     #[test]
@@ -744,7 +323,7 @@ mod tests {
             // Time for the task to run between holds, as a network round trip gives it.
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        let plans = locker.inner.watchdog.plans();
+        let plans = locker.shared.watchdog.plans();
         assert!(
             plans <= 2,
             "the renewal task looked {plans} times for 200 short holds"
@@ -822,10 +401,13 @@ mod tests {
         ) -> Result<ReleaseOutcome> {
             self.inner.release(name, owner, lease).await
         }
-        async fn renew(&self, renewals: &[crate::Renewal<'_>]) -> Result<Vec<crate::RenewOutcome>> {
+        async fn renew(
+            &self,
+            renewals: &[crate::backend::Renewal<'_>],
+        ) -> Result<Vec<crate::backend::RenewOutcome>> {
             self.renew_calls.fetch_add(1, Ordering::SeqCst);
             if self.failing_renewals.load(Ordering::SeqCst) {
-                return Err(crate::Error::ConnectionLost("reset".into()));
+                return Err(Error::ConnectionLost("reset".into()));
             }
             self.inner.renew(renewals).await
         }
@@ -837,7 +419,7 @@ mod tests {
                 })
                 .is_ok();
             if fail {
-                return Err(crate::Error::Timeout {
+                return Err(Error::Timeout {
                     after: Duration::from_millis(1),
                 });
             }
@@ -855,7 +437,7 @@ mod tests {
     }
 
     fn lost_connection() -> Result<AcquireOutcome> {
-        Err(crate::Error::ConnectionLost("reset".into()))
+        Err(Error::ConnectionLost("reset".into()))
     }
 
     async fn holders(locker: &Locker<Scripted>, name: &str) -> Vec<(String, u32)> {
@@ -879,7 +461,7 @@ mod tests {
         );
         // The cleanup fails again: the attempt must not add a hold on top of the unseen one.
         let error = locker.try_lock("d").await.unwrap_err();
-        assert!(matches!(error, crate::Error::Timeout { .. }), "{error:?}");
+        assert!(matches!(error, Error::Timeout { .. }), "{error:?}");
         assert_eq!(holders(&locker, "d").await[0].1, 1);
         // Now the cleanup works: the attempt settles the debt first, then takes a fresh hold.
         let guard = locker
@@ -902,12 +484,12 @@ mod tests {
             .no_wait()
             .lease(Duration::from_millis(100));
         assert!(locker.lock_with("lapse", &options).await.is_err());
-        assert!(locker.inner.any_debt.load(Ordering::SeqCst));
+        assert!(locker.shared.holds.may_have_debts());
         tokio::time::sleep(Duration::from_millis(150)).await;
         // Any later call looks at the debts and drops the lapsed one.
         let other = locker.try_lock("other").await.unwrap().unwrap();
         assert!(
-            !locker.inner.any_debt.load(Ordering::SeqCst),
+            !locker.shared.holds.may_have_debts(),
             "the grant has expired on the store: nothing left to settle"
         );
         assert_eq!(other.release().await.unwrap(), ReleaseOutcome::Released);
@@ -940,7 +522,7 @@ mod tests {
         let outer = outer_hold_with_a_debt(&locker, "kept").await;
         assert_eq!(outer.release().await.unwrap(), ReleaseOutcome::Released);
         assert!(holders(&locker, "kept").await.is_empty());
-        assert!(!locker.inner.any_debt.load(Ordering::SeqCst), "settled");
+        assert!(!locker.shared.holds.may_have_debts(), "settled");
     }
 
     #[tokio::test(start_paused = true)]
@@ -954,7 +536,7 @@ mod tests {
         assert_eq!(other.release().await.unwrap(), ReleaseOutcome::Released);
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(holders(&locker, "kept").await.is_empty());
-        assert!(!locker.inner.any_debt.load(Ordering::SeqCst), "settled");
+        assert!(!locker.shared.holds.may_have_debts(), "settled");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1010,11 +592,11 @@ mod tests {
         let locker = Locker::new(Scripted::new(vec![lost_connection()]));
         assert!(locker.try_lock("e").await.is_err());
 
-        let wrong_type = || Err(crate::Error::WrongType("a string".into()));
+        let wrong_type = || Err(Error::WrongType("a string".into()));
         let locker = Locker::new(Scripted::new(vec![wrong_type()]));
         let started = Instant::now();
         let error = locker.lock_with("e", &options).await.unwrap_err();
-        assert!(matches!(error, crate::Error::WrongType(_)));
+        assert!(matches!(error, Error::WrongType(_)));
         assert_eq!(
             started.elapsed(),
             Duration::ZERO,
@@ -1024,7 +606,7 @@ mod tests {
         let locker = Locker::new(Scripted::new((0..100).map(|_| lost_connection()).collect()));
         let started = Instant::now();
         let error = locker.lock_with("e", &options).await.unwrap_err();
-        assert!(matches!(error, crate::Error::ConnectionLost(_)));
+        assert!(matches!(error, Error::ConnectionLost(_)));
         assert_eq!(
             started.elapsed(),
             Duration::from_secs(1),

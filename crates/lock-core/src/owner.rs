@@ -13,6 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// so the two kinds of holder ids never meet on the server.
 const EXPLICIT_OWNER_BASE: u64 = 1 << 62;
 
+/// The longest `:<holder id>` after the client id: a colon and the 20 digits of `u64::MAX`.
+pub(crate) const MAX_HOLDER_SUFFIX_LEN: usize = 21;
+
 static NEXT_EXPLICIT_OWNER: AtomicU64 = AtomicU64::new(EXPLICIT_OWNER_BASE);
 
 thread_local! {
@@ -88,7 +91,15 @@ impl Owner {
     /// The owner field as stored on the server: `<client id>:<holder id>`.
     #[must_use]
     pub fn field(&self, client_id: &str) -> String {
-        format!("{client_id}:{}", self.holder)
+        let mut field = String::with_capacity(client_id.len() + MAX_HOLDER_SUFFIX_LEN);
+        self.write_field(client_id, &mut field);
+        field
+    }
+
+    /// Appends the owner field to `out`, so it can share a buffer with the lock name.
+    pub(crate) fn write_field(&self, client_id: &str, out: &mut String) {
+        use std::fmt::Write;
+        write!(out, "{client_id}:{}", self.holder).expect("writing to a String cannot fail");
     }
 }
 

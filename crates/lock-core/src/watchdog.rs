@@ -11,45 +11,28 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::backend::{LockBackend, RenewOutcome, Renewal};
+use crate::hold::{Hold, LeaseLoss};
 
-/// Why a lease was lost.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LeaseLoss {
-    /// The store said the lock is no longer ours (deleted, expired or taken over).
-    NotOurs,
-    /// The validity deadline passed without a confirmed renewal.
-    Expired,
-}
-
-/// What a guard knows about its lease.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LeaseStatus {
-    /// The lease is ours until at least this instant (measured from the send time of the last
-    /// successful acquire or renewal).
-    pub valid_until: Instant,
-    /// Set once the lease is known to be lost.
-    pub lost: Option<LeaseLoss>,
-}
-
+/// The renewal schedule of one registered hold.
 struct Entry {
-    /// Bumped by `set_lease`, so a renewal sent before an `extend` cannot overwrite its result.
+    /// Bumped by `extended`, so a renewal sent before an `extend` cannot overwrite its result.
     generation: u64,
-    name: Arc<str>,
-    owner: Arc<str>,
-    lease: Duration,
+    /// The hold's record: name, owner field, lease (read at each renewal, so an `extend` is
+    /// followed) and the status reported to the guard.
+    hold: Arc<Hold>,
     due: Instant,
     /// The last renewal failed or was undecided and `due` is its retry: no batching slack
     /// applies, so the retry delay is honoured (with the slack, which is longer than the delay,
     /// a fast-failing store would be called again at once, in a tight loop).
     retrying: bool,
+    /// The watchdog's copy of the validity deadline in the hold's status, read at every look
+    /// at the registry without taking the status channel's lock.
     valid_until: Instant,
     stop_at: Option<Instant>,
-    status: watch::Sender<LeaseStatus>,
 }
 
 #[derive(Default)]
@@ -88,16 +71,6 @@ pub(crate) struct Watchdog<B> {
     shared: Arc<Shared<B>>,
 }
 
-/// A lease handed to the watchdog.
-pub(crate) struct WatchedLease {
-    pub name: Arc<str>,
-    pub owner: Arc<str>,
-    pub lease: Duration,
-    pub valid_until: Instant,
-    pub stop_at: Option<Instant>,
-    pub status: watch::Sender<LeaseStatus>,
-}
-
 fn renew_period(lease: Duration) -> Duration {
     lease / 3
 }
@@ -128,28 +101,33 @@ impl<B: LockBackend> Watchdog<B> {
         }
     }
 
-    /// Starts renewing a lease; returns the id to unregister it with.
-    pub fn register(&self, lease: WatchedLease, acquired_at: Instant) -> u64 {
+    /// Starts renewing the lease of `hold`, acquired at `acquired_at` and valid until
+    /// `valid_until`, until `stop_at` if given (the hold-time cap); returns the id to unregister
+    /// it with.
+    pub fn register(
+        &self,
+        hold: Arc<Hold>,
+        valid_until: Instant,
+        stop_at: Option<Instant>,
+        acquired_at: Instant,
+    ) -> u64 {
+        let period = renew_period(hold.lease());
+        let due = acquired_at + period;
         let mut registry = self.lock_registry();
-        let lease_length = lease.lease;
         let id = registry.next_id;
         registry.next_id += 1;
         registry.entries.insert(
             id,
             Entry {
                 generation: 0,
-                due: acquired_at + renew_period(lease.lease),
+                hold,
+                due,
                 retrying: false,
-                name: lease.name,
-                owner: lease.owner,
-                lease: lease.lease,
-                valid_until: lease.valid_until,
-                stop_at: lease.stop_at,
-                status: lease.status,
+                valid_until,
+                stop_at,
             },
         );
-        let due = acquired_at + renew_period(lease_length);
-        registry.last_period = renew_period(lease_length);
+        registry.last_period = period;
         if !registry.running {
             registry.running = true;
             registry.epoch += 1;
@@ -174,13 +152,13 @@ impl<B: LockBackend> Watchdog<B> {
         self.lock_registry().entries.remove(&id);
     }
 
-    /// Changes the lease length of a registered entry (after `extend`).
-    pub fn set_lease(&self, id: u64, lease: Duration, valid_until: Instant, renewed_at: Instant) {
+    /// Reschedules a registered entry after an `extend` renewed it at `renewed_at` with the
+    /// lease now in its hold record.
+    pub fn extended(&self, id: u64, valid_until: Instant, renewed_at: Instant) {
         if let Some(entry) = self.lock_registry().entries.get_mut(&id) {
             entry.generation += 1;
-            entry.lease = lease;
             entry.valid_until = valid_until;
-            entry.due = renewed_at + renew_period(lease);
+            entry.due = renewed_at + renew_period(entry.hold.lease());
             entry.retrying = false;
         }
     }
@@ -204,11 +182,12 @@ impl<B: LockBackend> Watchdog<B> {
     }
 }
 
+/// One renewal of a batch, as planned.
 struct Due {
     id: u64,
     generation: u64,
-    name: Arc<str>,
-    owner: Arc<str>,
+    hold: Arc<Hold>,
+    /// The lease this renewal sets: the hold's, or less near the hold-time cap.
     lease: Duration,
     valid_until: Instant,
 }
@@ -288,11 +267,13 @@ fn plan<B>(shared: &Shared<B>, epoch: u64) -> Next {
     registry.entries.retain(|&id, entry| {
         if now >= entry.valid_until {
             entry
-                .status
+                .hold
+                .status()
                 .send_modify(|s| s.lost = Some(LeaseLoss::Expired));
             return false;
         }
-        let mut lease = entry.lease;
+        let hold_lease = entry.hold.lease();
+        let mut lease = hold_lease;
         if let Some(stop_at) = entry.stop_at {
             // The hold-time cap: the last renewal only reaches up to the cap, then we let go.
             let left = stop_at.saturating_duration_since(now);
@@ -304,14 +285,13 @@ fn plan<B>(shared: &Shared<B>, epoch: u64) -> Next {
         let slack = if entry.retrying {
             Duration::ZERO
         } else {
-            batching_slack(entry.lease)
+            batching_slack(hold_lease)
         };
         if entry.due <= now + slack {
             batch.push(Due {
                 id,
                 generation: entry.generation,
-                name: entry.name.clone(),
-                owner: entry.owner.clone(),
+                hold: entry.hold.clone(),
                 lease,
                 valid_until: entry.valid_until,
             });
@@ -336,11 +316,7 @@ fn plan<B>(shared: &Shared<B>, epoch: u64) -> Next {
 async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
     let renewals: Vec<Renewal<'_>> = batch
         .iter()
-        .map(|due| Renewal {
-            name: &due.name,
-            owner: &due.owner,
-            lease: due.lease,
-        })
+        .map(|due| due.hold.renewal(due.lease))
         .collect();
     // Waiting past the earliest validity deadline is pointless: that lease is lost by then.
     let give_up_at = batch
@@ -355,7 +331,7 @@ async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
     let mut registry = shared.registry.lock().unwrap_or_else(|e| e.into_inner());
     let retry_at = |registry: &mut Registry, id: u64| {
         if let Some(entry) = registry.entries.get_mut(&id) {
-            entry.due = now + retry_delay(entry.lease);
+            entry.due = now + retry_delay(entry.hold.lease());
             entry.retrying = true;
         }
     };
@@ -372,20 +348,21 @@ async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
                     RenewOutcome::Renewed => {
                         let drift = shared.backend.clock_drift(due.lease);
                         entry.valid_until = sent_at + due.lease.saturating_sub(drift);
-                        entry.due = sent_at + renew_period(entry.lease);
+                        entry.due = sent_at + renew_period(entry.hold.lease());
                         entry.retrying = false;
                         let valid_until = entry.valid_until;
                         // No wake-up: `lost()` re-reads the deadline when its timer fires,
                         // and nothing else waits on it (one notify per renewal adds up with
                         // thousands of held locks).
-                        entry.status.send_if_modified(|s| {
+                        entry.hold.status().send_if_modified(|s| {
                             s.valid_until = valid_until;
                             false
                         });
                     }
                     RenewOutcome::NotHeld => {
                         entry
-                            .status
+                            .hold
+                            .status()
                             .send_modify(|s| s.lost = Some(LeaseLoss::NotOurs));
                         registry.entries.remove(&due.id);
                     }

@@ -1,0 +1,162 @@
+//! The record of one hold (lock name, owner, lease, lease status), shared by its guard, the
+//! watchdog and the hold book.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::backend::{AcquireRequest, Renewal};
+use crate::owner::{MAX_HOLDER_SUFFIX_LEN, Owner};
+
+/// Why a lease was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseLoss {
+    /// The store said the lock is no longer ours (deleted, expired or taken over).
+    NotOurs,
+    /// The validity deadline passed without a confirmed renewal.
+    Expired,
+}
+
+/// What a guard knows about its lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LeaseStatus {
+    /// The lease is ours until at least this instant (measured from the send time of the last
+    /// successful acquire or renewal).
+    pub valid_until: Instant,
+    /// Set once the lease is known to be lost.
+    pub lost: Option<LeaseLoss>,
+}
+
+/// Who holds what: the lock name and the owner, with its owner field on the store.
+///
+/// Name and field share one buffer, so naming a hold costs one allocation. Made before the first
+/// acquire attempt (the requests borrow from it) and moved into the [`Hold`] once granted.
+pub(crate) struct HoldKey {
+    /// The lock name followed by the owner field.
+    text: String,
+    name_len: usize,
+    owner: Owner,
+}
+
+impl HoldKey {
+    pub fn new(name: &str, owner: Owner, client_id: &str) -> Self {
+        let mut text = String::with_capacity(name.len() + client_id.len() + MAX_HOLDER_SUFFIX_LEN);
+        text.push_str(name);
+        owner.write_field(client_id, &mut text);
+        HoldKey {
+            text,
+            name_len: name.len(),
+            owner,
+        }
+    }
+
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        &self.text[..self.name_len]
+    }
+
+    /// The owner field, `<client id>:<holder id>`.
+    pub fn field(&self) -> &str {
+        &self.text[self.name_len..]
+    }
+
+    pub fn owner(&self) -> Owner {
+        self.owner
+    }
+
+    /// An acquire attempt for this name and owner; `known_holds` is filled in by the attempt.
+    pub fn acquire_request(&self, lease: Duration, fencing: bool) -> AcquireRequest<'_> {
+        AcquireRequest {
+            name: self.name(),
+            owner: self.field(),
+            lease,
+            fencing,
+            known_holds: 0,
+        }
+    }
+}
+
+/// One granted hold: what its guard, the watchdog (in watchdog mode) and the hold book share
+/// through an `Arc`, so the lease lives in one place whoever changes or reads it.
+pub(crate) struct Hold {
+    key: HoldKey,
+    /// The lease length in nanoseconds; [`crate::LockGuard::extend`] changes it through `&self`,
+    /// and the later renewals and the release (its lease reset, the lapse of a failed cleanup)
+    /// must use the new one.
+    lease_nanos: AtomicU64,
+    /// The lease status the guard reports; the watchdog keeps it up to date.
+    status: watch::Sender<LeaseStatus>,
+}
+
+impl Hold {
+    pub fn new(key: HoldKey, lease: Duration, valid_until: Instant) -> Arc<Self> {
+        let (status, _) = watch::channel(LeaseStatus {
+            valid_until,
+            lost: None,
+        });
+        Arc::new(Hold {
+            key,
+            lease_nanos: AtomicU64::new(nanos(lease)),
+            status,
+        })
+    }
+
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        self.key.name()
+    }
+
+    /// The owner field, `<client id>:<holder id>`.
+    pub fn field(&self) -> &str {
+        self.key.field()
+    }
+
+    pub fn owner(&self) -> Owner {
+        self.key.owner()
+    }
+
+    /// The lease length set on each acquire and renewal.
+    pub fn lease(&self) -> Duration {
+        Duration::from_nanos(self.lease_nanos.load(Ordering::Relaxed))
+    }
+
+    pub fn set_lease(&self, lease: Duration) {
+        self.lease_nanos.store(nanos(lease), Ordering::Relaxed);
+    }
+
+    pub fn status(&self) -> &watch::Sender<LeaseStatus> {
+        &self.status
+    }
+
+    /// A renewal of this hold to `lease`.
+    pub fn renewal(&self, lease: Duration) -> Renewal<'_> {
+        Renewal {
+            name: self.name(),
+            owner: self.field(),
+            lease,
+        }
+    }
+}
+
+/// A lease in nanoseconds; leases are checked against `MAX_DURATION`, far below `u64::MAX` ns.
+fn nanos(lease: Duration) -> u64 {
+    u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_splits_into_the_name_and_the_owner_field() {
+        let owner = Owner::from_holder_id(u64::MAX);
+        let key = HoldKey::new("orders:7", owner, "c0ffee");
+        assert_eq!(key.name(), "orders:7");
+        assert_eq!(key.field(), owner.field("c0ffee"));
+        assert_eq!(key.field(), "c0ffee:18446744073709551615");
+    }
+}

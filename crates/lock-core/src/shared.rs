@@ -1,0 +1,101 @@
+//! What a locker's clones and its guards share (backend, watchdog, hold book), and the two store
+//! calls that keep the hold book true: an acquire attempt and a release, each cleaned up after an
+//! outcome the store may or may not have applied.
+
+use std::sync::Arc;
+
+use crate::backend::{AcquireOutcome, AcquireRequest, LockBackend, ReleaseOutcome};
+use crate::error::Result;
+use crate::hold::Hold;
+use crate::holds::HoldBook;
+use crate::watchdog::Watchdog;
+
+/// The state behind a [`crate::Locker`] and every guard it handed out.
+pub(crate) struct LockerShared<B: LockBackend> {
+    pub backend: Arc<B>,
+    pub watchdog: Watchdog<B>,
+    pub holds: HoldBook,
+}
+
+impl<B: LockBackend> LockerShared<B> {
+    pub fn new(backend: Arc<B>) -> Self {
+        LockerShared {
+            watchdog: Watchdog::new(backend.clone()),
+            backend,
+            holds: HoldBook::new(),
+        }
+    }
+
+    /// One acquire; after an outcome the store may or may not have applied, it tells the store to
+    /// keep exactly the holds this process knows of, so an unseen grant does not linger.
+    ///
+    /// The known holds are read afresh for every attempt: another task of the same owner may
+    /// have taken or given back a hold while this one waited.
+    ///
+    /// # Errors
+    ///
+    /// The backend's error; an earlier cleanup's error when it fails again (nothing sent then).
+    pub async fn attempt(&self, mut request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+        request.known_holds = self.holds.known_holds(request.name, request.owner);
+        self.holds
+            .settle_debt(
+                &*self.backend,
+                request.name,
+                request.owner,
+                request.known_holds,
+            )
+            .await?;
+        match self.backend.try_acquire(request).await {
+            Err(error) if error.is_ambiguous() => {
+                let keep = request.known_holds;
+                if let Err(cleanup) = self
+                    .backend
+                    .abandon(request.name, request.owner, keep)
+                    .await
+                {
+                    tracing::warn!(%cleanup, name = request.name, "could not undo an acquire of unknown outcome; retried before the next attempt or release");
+                    self.holds
+                        .note_debt(request.name, request.owner, request.lease);
+                }
+                Err(error)
+            }
+            other => other,
+        }
+    }
+
+    /// Gives back one hold the caller has already forgotten locally (`forget_hold`). After an
+    /// outcome the store may or may not have applied, the owner's count is set to the holds
+    /// this process still knows of (or that is left as a debt for the next call), so an unseen
+    /// release can neither leave an extra hold nor be applied twice.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::release_keeping`].
+    pub async fn release_hold(&self, hold: &Hold) -> Result<ReleaseOutcome> {
+        let keep = self.holds.known_holds(hold.name(), hold.field());
+        self.release_keeping(hold, keep).await
+    }
+
+    /// As [`Self::release_hold`], with the holds still known already read (`keep`).
+    ///
+    /// # Errors
+    ///
+    /// The backend's error; an earlier cleanup's error when it fails again (nothing sent then).
+    pub async fn release_keeping(&self, hold: &Hold, keep: u32) -> Result<ReleaseOutcome> {
+        let (name, field, lease) = (hold.name(), hold.field(), hold.lease());
+        // On failure the hold is already forgotten locally, so the debt, when settled, lowers
+        // the count to what is still known: this release happens then (or when the lease ends).
+        self.holds
+            .settle_debt(&*self.backend, name, field, keep + 1)
+            .await?;
+        let released = self.backend.release(name, field, lease).await;
+        if let Err(error) = &released
+            && error.is_ambiguous()
+            && let Err(cleanup) = self.backend.abandon(name, field, keep).await
+        {
+            tracing::warn!(%cleanup, name, "could not settle a release of unknown outcome; retried before the next attempt or release");
+            self.holds.note_debt(name, field, lease);
+        }
+        released
+    }
+}

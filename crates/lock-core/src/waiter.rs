@@ -1,0 +1,254 @@
+//! The waiter: tries to acquire, and while the lock is held elsewhere waits for a release
+//! notification, a timer capped by the holder's TTL, or the deadline, then tries again.
+
+use std::pin::pin;
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::time::Instant;
+
+use crate::backend::{AcquireOutcome, AcquireRequest, Grant, LockBackend};
+use crate::error::{Error, Result};
+use crate::notify::ReleaseWatch;
+use crate::options::Wait;
+use crate::shared::LockerShared;
+
+/// How long a waiter sleeps at most when the holder's lock has no TTL (a key without expiry):
+/// a release notification still wakes it earlier.
+const RECHECK_WITHOUT_TTL: Duration = Duration::from_secs(1);
+
+/// Base delay before retrying after a retryable error, while a wait deadline allows.
+const ERROR_RETRY_DELAY: Duration = Duration::from_millis(50);
+
+/// A granted attempt.
+pub(crate) struct Granted {
+    pub grant: Grant,
+    /// When the granting attempt was sent: the lease runs from there.
+    pub sent_at: Instant,
+}
+
+/// One call's wait for one lock.
+pub(crate) struct Waiter<'a, B: LockBackend> {
+    locker: &'a LockerShared<B>,
+    request: AcquireRequest<'a>,
+    deadline: Option<Instant>,
+    no_wait: bool,
+}
+
+/// Where the first attempt leaves the call.
+enum FirstAttempt {
+    /// Done: granted, or not granted and not to wait.
+    Done(Option<Granted>),
+    /// Wait for the lock, after registering for release notifications.
+    Wait {
+        /// Try again at this instant, not before (`None`: at once, after registering).
+        retry_at: Option<Instant>,
+        /// The transient error of the first attempt: the answer if the wait ends while
+        /// registering.
+        error: Option<Error>,
+    },
+}
+
+/// Hands a consumed release notification to the next local waiter when a woken waiter goes away
+/// (cancelled or failed) before using it.
+struct Waiting {
+    watch: ReleaseWatch,
+    woken: bool,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if self.woken {
+            self.watch.pass_on();
+        }
+    }
+}
+
+impl<'a, B: LockBackend> Waiter<'a, B> {
+    /// A wait for `request` under `wait`, starting now.
+    pub fn new(locker: &'a LockerShared<B>, request: AcquireRequest<'a>, wait: Wait) -> Self {
+        let deadline = match wait {
+            Wait::Upto(wait) => Some(Instant::now() + wait),
+            Wait::No | Wait::Forever => None,
+        };
+        Waiter {
+            locker,
+            request,
+            deadline,
+            no_wait: wait == Wait::No,
+        }
+    }
+
+    /// Takes the lock, or gives up when the wait policy says so: register for release
+    /// notifications, then try, then wait for a notification, a timer capped by the holder's
+    /// remaining lease, or the deadline, whichever comes first; repeat. The first attempt is
+    /// made before registering, so an uncontended lock costs one round trip.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Locker::lock_with`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`crate::Locker::lock`].
+    pub async fn acquire(&self) -> Result<Option<Granted>> {
+        let (retry_at, first_error) = match self.first_attempt().await? {
+            FirstAttempt::Done(granted) => return Ok(granted),
+            FirstAttempt::Wait { retry_at, error } => (retry_at, error),
+        };
+        let Some(waiting) = self.register_for_releases(first_error).await? else {
+            return Ok(None);
+        };
+        self.wait_and_retry(waiting, retry_at).await
+    }
+
+    /// The fast path: an uncontended lock costs one round trip and no registration.
+    async fn first_attempt(&self) -> Result<FirstAttempt> {
+        let sent_at = Instant::now();
+        let first = self.locker.attempt(self.request).await;
+        Ok(
+            match next_step(first, Instant::now(), self.deadline, self.no_wait)? {
+                Step::Take(grant) => FirstAttempt::Done(Some(Granted { grant, sent_at })),
+                Step::GiveUp => FirstAttempt::Done(None),
+                // The lock may be free again by now: register, then try again at once.
+                Step::OnRelease { .. } => FirstAttempt::Wait {
+                    retry_at: None,
+                    error: None,
+                },
+                Step::RetryAt { at, error } => FirstAttempt::Wait {
+                    retry_at: Some(at),
+                    error,
+                },
+            },
+        )
+    }
+
+    /// Subscribes to release notifications of the lock; `None` when the deadline passed while
+    /// registering and the first attempt found no error to report.
+    ///
+    /// # Errors
+    ///
+    /// The registration's error; `first_error` when the deadline passed while registering.
+    async fn register_for_releases(&self, first_error: Option<Error>) -> Result<Option<Waiting>> {
+        let register = self.locker.backend.watch_releases(self.request.name);
+        let watch = match self.deadline {
+            Some(deadline) => match tokio::time::timeout_at(deadline, register).await {
+                Ok(watch) => watch?,
+                // Out of time while registering: the first attempt's answer stands.
+                Err(_) => return first_error.map_or(Ok(None), Err),
+            },
+            None => register.await?,
+        };
+        Ok(Some(Waiting {
+            watch,
+            woken: false,
+        }))
+    }
+
+    /// The wait loop: (sleep until `retry_at` if set), try, and if the lock is held, wait for a
+    /// release notification, the holder's TTL or the deadline; repeat.
+    async fn wait_and_retry(
+        &self,
+        mut waiting: Waiting,
+        mut sleep_until: Option<Instant>,
+    ) -> Result<Option<Granted>> {
+        let deadline = self.deadline;
+        loop {
+            if let Some(at) = sleep_until.take() {
+                tokio::time::sleep_until(at).await;
+            }
+            // Arm the notification before the attempt, so a release between the attempt and the
+            // wait still wakes the wait.
+            let mut notified = pin!(waiting.watch.notified());
+            if let Some(notified) = notified.as_mut().as_pin_mut() {
+                notified.enable();
+            }
+            let sent_at = Instant::now();
+            let outcome = self.locker.attempt(self.request).await;
+            waiting.woken = false;
+            let now = Instant::now();
+            let ttl = match next_step(outcome, now, deadline, false)? {
+                Step::Take(grant) => return Ok(Some(Granted { grant, sent_at })),
+                Step::GiveUp => return Ok(None),
+                Step::RetryAt { at, .. } => {
+                    sleep_until = Some(at);
+                    continue;
+                }
+                Step::OnRelease { ttl } => ttl,
+            };
+            // A foreign holder may have set any PTTL; keep the instant arithmetic in range.
+            let mut sleep_for = ttl
+                .unwrap_or(RECHECK_WITHOUT_TTL)
+                .min(crate::options::MAX_DURATION);
+            if let Some(every) = waiting.watch.poll_interval() {
+                sleep_for = sleep_for.min(jittered(every));
+            }
+            let mut wake_at = now + sleep_for.max(Duration::from_millis(1));
+            if let Some(deadline) = deadline {
+                wake_at = wake_at.min(deadline);
+            }
+            match notified.as_pin_mut() {
+                Some(notified) => {
+                    tokio::select! {
+                        () = notified => waiting.woken = true,
+                        () = tokio::time::sleep_until(wake_at) => {}
+                    }
+                }
+                None => tokio::time::sleep_until(wake_at).await,
+            }
+        }
+    }
+}
+
+/// What the waiter does after one attempt.
+enum Step {
+    /// The lock is ours.
+    Take(Grant),
+    /// The wait is over without the lock.
+    GiveUp,
+    /// Held by someone: wait for a release notification, at most this long (the holder's TTL).
+    OnRelease { ttl: Option<Duration> },
+    /// Try again at this instant, not before (no clear holder, or the transient error kept
+    /// here, which is the answer if the wait ends first).
+    RetryAt { at: Instant, error: Option<Error> },
+}
+
+/// Decides the next step after an attempt made at `now`.
+///
+/// Errors end the wait, except retryable ones while a wait deadline is still ahead: those are
+/// retried after a jittered delay (a composite whose node blipped, a reconnecting server), and
+/// the last one is returned if the deadline passes. Without a deadline (`lock()`), an error is
+/// returned at once, so a dead store cannot hang the caller.
+fn next_step(
+    outcome: Result<AcquireOutcome>,
+    now: Instant,
+    deadline: Option<Instant>,
+    no_wait: bool,
+) -> Result<Step> {
+    let out_of_time = no_wait || deadline.is_some_and(|deadline| now >= deadline);
+    let retry_at = |after: Duration, error: Option<Error>| {
+        let at = now + after.min(crate::options::MAX_DURATION);
+        Step::RetryAt {
+            at: deadline.map_or(at, |deadline| at.min(deadline)),
+            error,
+        }
+    };
+    match outcome {
+        Ok(AcquireOutcome::Acquired(grant)) => Ok(Step::Take(grant)),
+        Ok(_) if out_of_time => Ok(Step::GiveUp),
+        Ok(AcquireOutcome::Held { ttl }) => Ok(Step::OnRelease { ttl }),
+        Ok(AcquireOutcome::Contended { retry_after }) => Ok(retry_at(retry_after, None)),
+        Err(error) if error.is_retryable() && deadline.is_some() && !out_of_time => {
+            tracing::debug!(%error, "acquire failed; retrying within the wait deadline");
+            Ok(retry_at(jittered(ERROR_RETRY_DELAY), Some(error)))
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// `every` plus or minus up to a quarter, so pollers of one lock spread out.
+fn jittered(every: Duration) -> Duration {
+    let quarter = every / 4;
+    let offset = rand::rng().random_range(Duration::ZERO..=quarter * 2);
+    every - quarter + offset
+}
