@@ -129,7 +129,7 @@ struct Args {
     w3_hold_us: u64,
     /// W3: the `rslock-tuned` row's retry delay in ms (rslock sleeps a random `0..this` ms
     /// between attempts; its default is 200). At least 2: 1 would mean no delay at all.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(2..))]
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..))]
     w3_rslock_retry_ms: u64,
     /// W5: locks held under the watchdog.
     #[arg(long, default_value_t = 10_000)]
