@@ -97,6 +97,11 @@ pub fn targets(rows: &[&Measurement]) -> Vec<Target> {
     throughput("W2", "distlock-fast-lock", "rslock", Bound::AtLeast(1.3));
     throughput("W3", "distlock", "rslock", Bound::AtLeast(40.0));
     throughput("W3", "distlock", "rslock-tuned", Bound::AtLeast(1.0));
+    throughput("W4", "redlock-5", "rslock-5", Bound::AtLeast(1.1));
+    throughput("W4", "redlock-3", "rslock-3", Bound::AtLeast(1.1));
+    throughput("W4", "redlock-fast-5", "rslock-5", Bound::AtLeast(1.1));
+    throughput("W4", "redlock-fast-3", "rslock-3", Bound::AtLeast(1.1));
+
     // Server commands per handoff (scripts' inner calls included), distlock ÷ rslock tuned:
     // handing over must not cost the server more than retrying does.
     if let (Some(lock), Some(peer)) = (row(rows, "W3", "distlock"), row(rows, "W3", "rslock-tuned"))
@@ -111,11 +116,6 @@ pub fn targets(rows: &[&Measurement]) -> Vec<Target> {
             });
         }
     }
-    throughput("W4", "redlock-5", "rslock-5", Bound::AtLeast(1.1));
-    throughput("W4", "redlock-3", "rslock-3", Bound::AtLeast(1.1));
-    throughput("W4", "redlock-fast-5", "rslock-5", Bound::AtLeast(1.1));
-    throughput("W4", "redlock-fast-3", "rslock-3", Bound::AtLeast(1.1));
-
     if let (Some(lock), Some(ping)) = (row(rows, "W3", "distlock"), row(rows, "W3", "ping")) {
         out.push(Target {
             workload: "W3",

@@ -161,7 +161,7 @@ impl LockBackend for MapBackend {
         let now = Instant::now();
         let expires_at = now + request.lease;
         let hold_count = match tables.live(request.name) {
-            Some(entry) if entry.owner != request.owner => {
+            Some(entry) if entry.owner != request.owner_field => {
                 let ttl = entry.expires_at.saturating_duration_since(now);
                 return Ok(AcquireOutcome::Held { ttl: Some(ttl) });
             }
@@ -173,7 +173,7 @@ impl LockBackend for MapBackend {
             }
             None => {
                 let entry = Entry {
-                    owner: request.owner.to_owned(),
+                    owner: request.owner_field.to_owned(),
                     holds: 1,
                     expires_at,
                 };
@@ -195,9 +195,14 @@ impl LockBackend for MapBackend {
 
     /// One hold back. Not ours (or expired): `NotHeld`, change nothing. Holds left: reset the
     /// lease. Last hold: delete the lock and wake a waiter.
-    async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
+    async fn release(
+        &self,
+        name: &str,
+        owner_field: &str,
+        lease: Duration,
+    ) -> Result<ReleaseOutcome> {
         let mut tables = self.tables();
-        let Some(entry) = tables.live(name).filter(|entry| entry.owner == owner) else {
+        let Some(entry) = tables.live(name).filter(|entry| entry.owner == owner_field) else {
             return Ok(ReleaseOutcome::NotHeld);
         };
         entry.holds -= 1;
@@ -221,7 +226,7 @@ impl LockBackend for MapBackend {
         Ok(renewals
             .iter()
             .map(|renewal| match tables.live(renewal.name) {
-                Some(entry) if entry.owner == renewal.owner => {
+                Some(entry) if entry.owner == renewal.owner_field => {
                     entry.expires_at = entry.expires_at.max(now + renewal.lease);
                     RenewOutcome::Renewed
                 }
@@ -235,9 +240,9 @@ impl LockBackend for MapBackend {
     /// to undo a failed attempt on each of its nodes. Lowers the owner's holds to at most
     /// `keep`, freeing the lock at zero; idempotent, unlike retrying the acquire. This store
     /// never fails mid-call, so on its own it is only called as a composite's node.
-    async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
+    async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
         let mut tables = self.tables();
-        let Some(entry) = tables.live(name).filter(|entry| entry.owner == owner) else {
+        let Some(entry) = tables.live(name).filter(|entry| entry.owner == owner_field) else {
             return Ok(());
         };
         if entry.holds <= keep {

@@ -26,12 +26,12 @@ pub struct AcquireRequest<'a> {
     /// The owner field to grant the hold to: the string `<client id>:<holder id>` written on the
     /// store for the holder (a [`crate::Owner`] of this backend's [`LockBackend::client_id`]).
     /// Opaque to the backend: compare it byte for byte.
-    pub owner: &'a str,
+    pub owner_field: &'a str,
     /// The lease to set on success.
     pub lease: Duration,
     /// Whether to hand out a fencing token.
     pub fencing: bool,
-    /// How many holds of the owner field `owner` on this lock the caller knows it has (its live
+    /// How many holds of `owner_field` on this lock the caller knows it has (its live
     /// guards), read afresh for every attempt. After an attempt of unknown outcome the
     /// [`crate::Locker`] lowers the count back to this with [`LockBackend::abandon`]; a backend
     /// that must undo an attempt on its own (a composite whose nodes answered differently) does
@@ -141,8 +141,8 @@ pub struct Renewal<'a> {
     /// The lock name.
     pub name: &'a str,
     /// The owner field whose hold is renewed (`<client id>:<holder id>`, as in
-    /// [`AcquireRequest::owner`]).
-    pub owner: &'a str,
+    /// [`AcquireRequest::owner_field`]).
+    pub owner_field: &'a str,
     /// The new lease.
     pub lease: Duration,
 }
@@ -224,7 +224,7 @@ impl LockState {
 /// Names reaching these methods have passed [`check_name`](Self::check_name); leases are
 /// between [`MIN_LEASE`](crate::options::MIN_LEASE) and
 /// [`MAX_DURATION`](crate::options::MAX_DURATION). Owner fields (the `owner_field` parameters,
-/// [`AcquireRequest::owner`], [`Renewal::owner`]) are the strings `<client id>:<holder id>` that
+/// [`AcquireRequest::owner_field`], [`Renewal::owner_field`]) are the strings `<client id>:<holder id>` that
 /// the Locker builds from [`client_id`](Self::client_id) and a [`crate::Owner`]; the backend
 /// stores and compares them as they are.
 ///
@@ -349,11 +349,11 @@ pub trait LockBackend: Send + Sync + 'static {
         true
     }
 
-    /// One attempt to take the lock for the owner field `request.owner`, without waiting.
+    /// One attempt to take the lock for the owner field `request.owner_field`, without waiting.
     ///
     /// # Atomicity
     ///
-    /// One indivisible step: if the lock is free (absent or expired) or `request.owner` already
+    /// One indivisible step: if the lock is free (absent or expired) or `request.owner_field` already
     /// holds it, add one to that owner field's hold count, make the lock's expiry at least
     /// `now + request.lease` (a first hold sets it, a re-entry only lengthens it) and, when
     /// `request.fencing`, take the name's next fencing token. Otherwise change nothing.
@@ -466,7 +466,7 @@ pub trait LockBackend: Send + Sync + 'static {
     ///
     /// # Atomicity
     ///
-    /// Each entry is one indivisible step: if `renewal.owner` (an owner field) still holds
+    /// Each entry is one indivisible step: if `renewal.owner_field` (an owner field) still holds
     /// `renewal.name`, make its expiry at least `now + renewal.lease` (never shorten it: another
     /// hold of the same owner field may count on a longer lease); otherwise change nothing and
     /// create nothing. The batch as a whole need not be atomic, and may be split into several

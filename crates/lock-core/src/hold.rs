@@ -72,7 +72,7 @@ impl HoldKey {
     pub fn acquire_request(&self, lease: Duration, fencing: bool) -> AcquireRequest<'_> {
         AcquireRequest {
             name: self.name(),
-            owner: self.field(),
+            owner_field: self.field(),
             lease,
             fencing,
             known_holds: 0,
@@ -136,7 +136,7 @@ impl Hold {
     pub fn renewal(&self, lease: Duration) -> Renewal<'_> {
         Renewal {
             name: self.name(),
-            owner: self.field(),
+            owner_field: self.field(),
             lease,
         }
     }

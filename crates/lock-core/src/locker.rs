@@ -396,10 +396,10 @@ mod tests {
         async fn release(
             &self,
             name: &str,
-            owner: &str,
+            owner_field: &str,
             lease: Duration,
         ) -> Result<ReleaseOutcome> {
-            self.inner.release(name, owner, lease).await
+            self.inner.release(name, owner_field, lease).await
         }
         async fn renew(
             &self,
@@ -411,7 +411,7 @@ mod tests {
             }
             self.inner.renew(renewals).await
         }
-        async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
+        async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
             let fail = self
                 .failing_abandons
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
@@ -423,7 +423,7 @@ mod tests {
                     after: Duration::from_millis(1),
                 });
             }
-            self.inner.abandon(name, owner, keep).await
+            self.inner.abandon(name, owner_field, keep).await
         }
         async fn force_release(&self, name: &str) -> Result<bool> {
             self.inner.force_release(name).await

@@ -139,13 +139,16 @@ impl LockBackend for MemoryBackend {
         let mut tables = self.tables();
         let now = Instant::now();
         if let Some(held) = live(&mut tables.locks, request.name)
-            && !held.holders.contains_key(request.owner)
+            && !held.holders.contains_key(request.owner_field)
         {
             let ttl = held.expires_at.map(|at| at.saturating_duration_since(now));
             return Ok(AcquireOutcome::Held { ttl });
         }
         let held = tables.locks.entry(request.name.to_owned()).or_default();
-        let count = held.holders.entry(request.owner.to_owned()).or_insert(0);
+        let count = held
+            .holders
+            .entry(request.owner_field.to_owned())
+            .or_insert(0);
         *count += 1;
         let hold_count = *count;
         extend_to(held, now + request.lease);
@@ -191,7 +194,7 @@ impl LockBackend for MemoryBackend {
         Ok(renewals
             .iter()
             .map(|renewal| match live(&mut tables.locks, renewal.name) {
-                Some(held) if held.holders.contains_key(renewal.owner) => {
+                Some(held) if held.holders.contains_key(renewal.owner_field) => {
                     extend_to(held, now + renewal.lease);
                     RenewOutcome::Renewed
                 }

@@ -36,12 +36,12 @@ impl<B: LockBackend> LockerShared<B> {
     ///
     /// The backend's error; an earlier cleanup's error when it fails again (nothing sent then).
     pub async fn attempt(&self, mut request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
-        request.known_holds = self.holds.known_holds(request.name, request.owner);
+        request.known_holds = self.holds.known_holds(request.name, request.owner_field);
         self.holds
             .settle_debt(
                 &*self.backend,
                 request.name,
-                request.owner,
+                request.owner_field,
                 request.known_holds,
             )
             .await?;
@@ -50,12 +50,12 @@ impl<B: LockBackend> LockerShared<B> {
                 let keep = request.known_holds;
                 if let Err(cleanup) = self
                     .backend
-                    .abandon(request.name, request.owner, keep)
+                    .abandon(request.name, request.owner_field, keep)
                     .await
                 {
                     tracing::warn!(%cleanup, name = request.name, "could not undo an acquire of unknown outcome; retried before the next attempt or release");
                     self.holds
-                        .note_debt(request.name, request.owner, request.lease);
+                        .note_debt(request.name, request.owner_field, request.lease);
                 }
                 Err(error)
             }

@@ -271,9 +271,9 @@ impl<P: Quorum> Composite<P> {
 
     /// Lowers `owner`'s holds back to `keep` on every node at once (an attempt that did not
     /// succeed as a whole). Failures are logged: what is left expires with its lease.
-    async fn undo(&self, name: &str, owner: &str, keep: u32, timeout: Duration) {
+    async fn undo(&self, name: &str, owner_field: &str, keep: u32, timeout: Duration) {
         let results = self
-            .after_late_requests(name, owner, timeout, abandon_step(keep))
+            .after_late_requests(name, owner_field, timeout, abandon_step(keep))
             .await;
         for (node, result) in results.into_iter().enumerate() {
             if let Err(error) = result {
@@ -300,15 +300,15 @@ impl<P: Quorum> Composite<P> {
     async fn after_late_requests<T: Send + 'static>(
         &self,
         name: &str,
-        owner: &str,
+        owner_field: &str,
         timeout: Duration,
         step: NodeStep<T>,
     ) -> Vec<Result<T>> {
         let started = Instant::now();
-        let (name, owner): (Arc<str>, Arc<str>) = (Arc::from(name), Arc::from(owner));
+        let (name, owner_field): (Arc<str>, Arc<str>) = (Arc::from(name), Arc::from(owner_field));
         join_all(self.nodes.iter().enumerate().map(|(index, node)| {
-            let late = self.stragglers.late([(&*name, &*owner)], index);
-            let call = step(Arc::clone(node), name.clone(), owner.clone());
+            let late = self.stragglers.late([(&*name, &*owner_field)], index);
+            let call = step(Arc::clone(node), name.clone(), owner_field.clone());
             async move {
                 let Some(late) = late else {
                     return tokio::time::timeout(timeout, call)
@@ -409,7 +409,7 @@ impl<P: Quorum> LockBackend for Composite<P> {
         // attempt waits for every answer (at most one per-node timeout): its error names every
         // failed node, and the undo has to reach every node anyway.
         let name: Arc<str> = Arc::from(request.name);
-        let owner: Arc<str> = Arc::from(request.owner);
+        let owner: Arc<str> = Arc::from(request.owner_field);
         let mut pending: FuturesUnordered<_> = self
             .nodes
             .iter()
@@ -420,7 +420,7 @@ impl<P: Quorum> LockBackend for Composite<P> {
                 async move {
                     let request = AcquireRequest {
                         name: &name,
-                        owner: &owner,
+                        owner_field: &owner,
                         ..request
                     };
                     let answer = tokio::time::timeout(
@@ -478,8 +478,13 @@ impl<P: Quorum> LockBackend for Composite<P> {
         // node, the ones that refused or failed included, before anyone retries.
         let anything_applied = !tally.grants.is_empty() || !tally.failures.is_empty();
         if anything_applied {
-            self.undo(request.name, request.owner, request.known_holds, timeout)
-                .await;
+            self.undo(
+                request.name,
+                request.owner_field,
+                request.known_holds,
+                timeout,
+            )
+            .await;
         }
         if tally.grants.len() >= required {
             tracing::warn!(
@@ -509,14 +514,21 @@ impl<P: Quorum> LockBackend for Composite<P> {
         Ok(AcquireOutcome::Held { ttl })
     }
 
-    async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
+    async fn release(
+        &self,
+        name: &str,
+        owner_field: &str,
+        lease: Duration,
+    ) -> Result<ReleaseOutcome> {
         let timeout = self.node_timeout(lease);
-        let step: NodeStep<ReleaseOutcome> = Arc::new(move |node, name, owner| {
-            Box::pin(
-                async move { DynLockBackend::release(node.as_ref(), &name, &owner, lease).await },
-            )
+        let step: NodeStep<ReleaseOutcome> = Arc::new(move |node, name, owner_field| {
+            Box::pin(async move {
+                DynLockBackend::release(node.as_ref(), &name, &owner_field, lease).await
+            })
         });
-        let results = self.after_late_requests(name, owner, timeout, step).await;
+        let results = self
+            .after_late_requests(name, owner_field, timeout, step)
+            .await;
         let (answers, failures) = partition(results);
         let required = self.required();
         let mut released = 0usize;
@@ -565,7 +577,9 @@ impl<P: Quorum> LockBackend for Composite<P> {
                 .iter()
                 .enumerate()
                 .map(|(index, node)| async move {
-                    let locks = renewals.iter().map(|renewal| (renewal.name, renewal.owner));
+                    let locks = renewals
+                        .iter()
+                        .map(|renewal| (renewal.name, renewal.owner_field));
                     if let Some(late) = self.stragglers.late(locks, index) {
                         late.finished().await;
                     }
@@ -621,9 +635,14 @@ impl<P: Quorum> LockBackend for Composite<P> {
             .collect())
     }
 
-    async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
+    async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
         let results = self
-            .after_late_requests(name, owner, self.control_timeout(), abandon_step(keep))
+            .after_late_requests(
+                name,
+                owner_field,
+                self.control_timeout(),
+                abandon_step(keep),
+            )
             .await;
         let (answers, failures) = partition(results);
         if failures.is_empty() {

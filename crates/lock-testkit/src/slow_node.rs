@@ -69,19 +69,24 @@ impl<B: LockBackend> LockBackend for SlowNode<B> {
         self.inner.try_acquire(request).await
     }
 
-    async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
+    async fn release(
+        &self,
+        name: &str,
+        owner_field: &str,
+        lease: Duration,
+    ) -> Result<ReleaseOutcome> {
         if self.fail_releases.load(Ordering::SeqCst) {
             return Err(Error::ConnectionLost("node lost (SlowNode)".into()));
         }
-        self.inner.release(name, owner, lease).await
+        self.inner.release(name, owner_field, lease).await
     }
 
     async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
         self.inner.renew(renewals).await
     }
 
-    async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
-        self.inner.abandon(name, owner, keep).await
+    async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
+        self.inner.abandon(name, owner_field, keep).await
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {

@@ -112,11 +112,18 @@ impl LockBackend for RedisBackend {
         }
     }
 
-    async fn release(&self, name: &str, owner: &str, lease: Duration) -> Result<ReleaseOutcome> {
+    async fn release(
+        &self,
+        name: &str,
+        owner_field: &str,
+        lease: Duration,
+    ) -> Result<ReleaseOutcome> {
         let calls = &self.inner.calls;
         match self.inner.kind {
-            LockKind::Fast => fast::release(calls, self.inner.native_delete, name, owner).await,
-            LockKind::Reentrant => reentrant::release(calls, name, owner, lease).await,
+            LockKind::Fast => {
+                fast::release(calls, self.inner.native_delete, name, owner_field).await
+            }
+            LockKind::Reentrant => reentrant::release(calls, name, owner_field, lease).await,
         }
     }
 
@@ -128,13 +135,13 @@ impl LockBackend for RedisBackend {
         }
     }
 
-    async fn abandon(&self, name: &str, owner: &str, keep: u32) -> Result<()> {
+    async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
         let calls = &self.inner.calls;
         match self.inner.kind {
             LockKind::Fast => {
-                fast::abandon(calls, self.inner.native_delete, name, owner, keep).await
+                fast::abandon(calls, self.inner.native_delete, name, owner_field, keep).await
             }
-            LockKind::Reentrant => reentrant::abandon(calls, name, owner, keep).await,
+            LockKind::Reentrant => reentrant::abandon(calls, name, owner_field, keep).await,
         }
     }
 

@@ -74,14 +74,14 @@ pub(crate) async fn try_acquire(
                     .arg(request.name)
                     .arg(&token_key)
                     .arg(millis(request.lease))
-                    .arg(request.owner);
+                    .arg(request.owner_field);
             })
             .await?;
         return acquire_outcome(&reply, true);
     }
     let mut set = redis::cmd("SET");
     set.arg(request.name)
-        .arg(request.owner)
+        .arg(request.owner_field)
         .arg("NX")
         .arg("PX")
         .arg(millis(request.lease));
@@ -143,7 +143,7 @@ pub(crate) async fn release(
     calls: &Arc<Calls>,
     native_delete: NativeDelete,
     name: &str,
-    owner: &str,
+    owner_field: &str,
 ) -> Result<ReleaseOutcome> {
     let timeout = calls.call_timeout(None);
     let channel = keys::channel(name);
@@ -151,7 +151,7 @@ pub(crate) async fn release(
         NativeDelete::None => {
             let (deleted,): (i64,) = calls
                 .run_coalesced(name, &FAST_RELEASE, 1, timeout, |command| {
-                    fast_release_arguments(command, name, owner, &channel);
+                    fast_release_arguments(command, name, owner_field, &channel);
                 })
                 .await?;
             deleted
@@ -168,7 +168,7 @@ pub(crate) async fn release(
             if native != NativeDelete::DelIfEq {
                 delete.arg("IFEQ");
             }
-            delete.arg(owner);
+            delete.arg(owner_field);
             let mut publish = redis::cmd("PUBLISH");
             publish.arg(&channel).arg(keys::UNLOCK_MESSAGE);
             let replies = calls.send_coalesced(vec![delete, publish], timeout).await?;
@@ -194,18 +194,18 @@ pub(crate) async fn abandon(
     calls: &Arc<Calls>,
     native_delete: NativeDelete,
     name: &str,
-    owner: &str,
+    owner_field: &str,
     keep: u32,
 ) -> Result<()> {
     if keep >= 1 {
         return Ok(());
     }
-    match release(calls, native_delete, name, owner).await {
+    match release(calls, native_delete, name, owner_field).await {
         Ok(_) => Ok(()),
         Err(error) => {
             let cleanup = Cleanup {
                 name: name.to_owned(),
-                owner: owner.to_owned(),
+                owner_field: owner_field.to_owned(),
             };
             // As for the reentrant lock: kept for the new connection, first in line.
             if error.is_ambiguous() && calls.connection().defer(Arc::new(cleanup)) {
@@ -235,7 +235,7 @@ pub(crate) async fn inspect(calls: &Calls, name: &str) -> Result<LockState> {
 /// connection.
 struct Cleanup {
     name: String,
-    owner: String,
+    owner_field: String,
 }
 
 impl Deferred for Cleanup {
@@ -244,6 +244,6 @@ impl Deferred for Cleanup {
     }
 
     fn command(&self, request_id: u64) -> Cmd {
-        fast_release_command(&self.name, &self.owner, request_id)
+        fast_release_command(&self.name, &self.owner_field, request_id)
     }
 }

@@ -35,7 +35,7 @@ pub(crate) async fn try_acquire(
                     .arg(request.name)
                     .arg(&token_key)
                     .arg(millis(request.lease))
-                    .arg(request.owner)
+                    .arg(request.owner_field)
                     .arg(if request.fencing { "1" } else { "0" });
             },
         )
@@ -47,7 +47,7 @@ pub(crate) async fn try_acquire(
 pub(crate) async fn release(
     calls: &Arc<Calls>,
     name: &str,
-    owner: &str,
+    owner_field: &str,
     lease: Duration,
 ) -> Result<ReleaseOutcome> {
     let channel = keys::channel(name);
@@ -56,7 +56,7 @@ pub(crate) async fn release(
             command
                 .arg(name)
                 .arg(millis(lease))
-                .arg(owner)
+                .arg(owner_field)
                 .arg(&channel)
                 .arg(keys::UNLOCK_MESSAGE);
         })
@@ -77,17 +77,17 @@ pub(crate) async fn renew(calls: &Calls, renewals: &[Renewal<'_>]) -> Result<Vec
 
 /// `LockBackend::abandon`: the cleanup script, sent whole; deferred to the next connection
 /// when the call's outcome is unknown and there is no connection right now.
-pub(crate) async fn abandon(calls: &Calls, name: &str, owner: &str, keep: u32) -> Result<()> {
+pub(crate) async fn abandon(calls: &Calls, name: &str, owner_field: &str, keep: u32) -> Result<()> {
     let channel = keys::channel(name);
     let abandoned: Result<(i64,)> = calls
         .run(name, &ABANDON, 1, calls.call_timeout(None), |command| {
-            abandon_arguments(command, name, owner, keep, &channel);
+            abandon_arguments(command, name, owner_field, keep, &channel);
         })
         .await;
     if let Err(error) = abandoned {
         let cleanup = Cleanup {
             name: name.to_owned(),
-            owner: owner.to_owned(),
+            owner_field: owner_field.to_owned(),
             keep,
         };
         // Not sent, or sent on a connection now being replaced: it runs first on the new
@@ -114,7 +114,7 @@ pub(crate) async fn inspect(calls: &Calls, name: &str) -> Result<LockState> {
 /// replayed whole on the next connection.
 struct Cleanup {
     name: String,
-    owner: String,
+    owner_field: String,
     keep: u32,
 }
 
@@ -124,6 +124,6 @@ impl Deferred for Cleanup {
     }
 
     fn command(&self, request_id: u64) -> Cmd {
-        abandon_command(&self.name, &self.owner, self.keep, request_id)
+        abandon_command(&self.name, &self.owner_field, self.keep, request_id)
     }
 }

@@ -32,7 +32,7 @@ pub(crate) async fn renew(
                         command.arg(renewal.name);
                     }
                     for renewal in chunk {
-                        command.arg(renewal.owner).arg(millis(renewal.lease));
+                        command.arg(renewal.owner_field).arg(millis(renewal.lease));
                     }
                 },
             )

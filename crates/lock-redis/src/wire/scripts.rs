@@ -59,13 +59,13 @@ pub(crate) fn preloaded() -> [&'static LockScript; 10] {
 pub(crate) fn abandon_arguments(
     command: &mut Cmd,
     name: &str,
-    owner: &str,
+    owner_field: &str,
     keep: u32,
     channel: &str,
 ) {
     command
         .arg(name)
-        .arg(owner)
+        .arg(owner_field)
         .arg(keep)
         .arg(channel)
         .arg(keys::UNLOCK_MESSAGE);
@@ -73,33 +73,38 @@ pub(crate) fn abandon_arguments(
 
 /// The cleanup script of the reentrant lock as one `EVAL` (for replaying it on a new
 /// connection): lowers `owner`'s hold count on `name` to at most `keep`.
-pub(crate) fn abandon_command(name: &str, owner: &str, keep: u32, request_id: u64) -> Cmd {
+pub(crate) fn abandon_command(name: &str, owner_field: &str, keep: u32, request_id: u64) -> Cmd {
     let channel = keys::channel(name);
     ABANDON.command(
         true,
         1,
-        |command| abandon_arguments(command, name, owner, keep, &channel),
+        |command| abandon_arguments(command, name, owner_field, keep, &channel),
         request_id,
     )
 }
 
 /// The keys and arguments of `fast_release.lua` (before the request id).
-pub(crate) fn fast_release_arguments(command: &mut Cmd, name: &str, owner: &str, channel: &str) {
+pub(crate) fn fast_release_arguments(
+    command: &mut Cmd,
+    name: &str,
+    owner_field: &str,
+    channel: &str,
+) {
     command
         .arg(name)
-        .arg(owner)
+        .arg(owner_field)
         .arg(channel)
         .arg(keys::UNLOCK_MESSAGE);
 }
 
 /// The compare-and-delete script of the fast lock as one `EVAL`, for replaying a cleanup on a
 /// new connection.
-pub(crate) fn fast_release_command(name: &str, owner: &str, request_id: u64) -> Cmd {
+pub(crate) fn fast_release_command(name: &str, owner_field: &str, request_id: u64) -> Cmd {
     let channel = keys::channel(name);
     FAST_RELEASE.command(
         true,
         1,
-        |command| fast_release_arguments(command, name, owner, &channel),
+        |command| fast_release_arguments(command, name, owner_field, &channel),
         request_id,
     )
 }
