@@ -5,11 +5,14 @@
 -- ARGV[3] release channel, ARGV[4] release message, ARGV[5] request id
 -- Returns {request id, result}: result -1 when the owner holds nothing (nothing changed), 0 when
 -- the lock was freed (and the release published), or the remaining hold count.
-if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+-- The last hold (the usual case) is HGET, DEL, PUBLISH: no count is written for a key that is
+-- deleted next.
+local held = redis.call('hget', KEYS[1], ARGV[2])
+if not held then
     return {ARGV[5], -1}
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
-if count > 0 then
+if tonumber(held) > 1 then
+    local count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
     -- Never shorten the lease of the remaining holds.
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
