@@ -24,6 +24,7 @@
 //!   no overlap, no lost update, no fence rejection, enough faults and acquisitions, and
 //!   nothing left on the servers.
 
+pub mod cluster;
 pub mod conformance;
 pub mod history;
 pub mod leftovers;
@@ -39,6 +40,7 @@ pub mod verdict;
 #[cfg(feature = "testcontainers")]
 pub mod containers;
 
+pub use cluster::{FailoverMode, RedisCluster};
 pub use history::{CheckOptions, History, Hold, HoldRecorder, Report, WriteStatus};
 pub use leftovers::{Leftovers, ServerLeftovers, assert_nothing_left, check_nothing_left};
 pub use nodes::RedisNodes;

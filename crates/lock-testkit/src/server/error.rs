@@ -70,4 +70,8 @@ pub enum ServerError {
     /// [`ReplicatedPair`](crate::ReplicatedPair)).
     #[error("replication: {0}")]
     Replication(String),
+    /// A cluster did not form or settle in time, or was asked something it cannot do (see
+    /// [`RedisCluster`](crate::RedisCluster)).
+    #[error("cluster: {0}")]
+    Cluster(String),
 }

@@ -26,7 +26,7 @@ const CLUSTER_CONFIG_FILE: &str = "nodes.conf";
 pub struct ServerOptions {
     aof_fsync_always: bool,
     pub(super) cluster_enabled: bool,
-    pub(super) requirepass: Option<String>,
+    pub(crate) requirepass: Option<String>,
     maxmemory: Option<u64>,
     extra_config: Vec<(String, String)>,
     pub(super) binary: Option<PathBuf>,
