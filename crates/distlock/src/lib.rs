@@ -192,6 +192,38 @@ pub async fn connect(url: impl Into<String>) -> Result<RedisLocker> {
     Ok(Locker::new(RedisBackend::connect(url).await?))
 }
 
+/// Connects to a Redis Cluster from `seeds` (URLs of any of its nodes) with the default
+/// settings and returns a [`Locker`] on it (feature `cluster`).
+///
+/// Same as `Locker::new(RedisBackend::cluster_builder(seeds).connect().await?)`; see
+/// [`RedisBackend::cluster_builder`] for how calls are routed and `docs/deployments.md` for
+/// what a lock guarantees on a cluster.
+///
+/// # Errors
+///
+/// [`Error::InvalidConfig`] for no seed or a bad URL (before any I/O),
+/// [`Error::NotPermitted`] for bad credentials, [`Error::ConnectionLost`] or [`Error::Timeout`]
+/// when no seed can be reached.
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn demo() -> distlock::Result<()> {
+/// let locker = distlock::connect_cluster(["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"]).await?;
+/// let guard = locker.lock("reports:daily").await?;
+/// guard.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[cfg(feature = "cluster")]
+pub async fn connect_cluster<S: Into<String>>(
+    seeds: impl IntoIterator<Item = S>,
+) -> Result<RedisLocker> {
+    Ok(Locker::new(
+        RedisBackend::cluster_builder(seeds).connect().await?,
+    ))
+}
+
 /// MultiLock: the `lock-multi` crate (feature `multi`).
 ///
 /// [`Composite`](lock_multi::Composite) is the quorum engine shared by [`MultiLock`] and

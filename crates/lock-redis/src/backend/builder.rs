@@ -33,11 +33,21 @@ use crate::kind::fast::NativeDelete;
 /// ```
 #[derive(Clone, Debug)]
 pub struct RedisBackendBuilder {
-    url: String,
+    target: Target,
     command_timeout: Duration,
     connect_timeout: Duration,
     notifications: NotificationMode,
     kind: LockKind,
+}
+
+/// Where the backend connects.
+#[derive(Clone, Debug)]
+enum Target {
+    /// One server.
+    Standalone(String),
+    /// A Redis Cluster, from these seed URLs.
+    #[cfg(feature = "cluster")]
+    Cluster(Vec<String>),
 }
 
 impl RedisBackendBuilder {
@@ -94,13 +104,26 @@ impl RedisBackendBuilder {
                 reason: format!("poll interval {every:?} is outside 1 ms ..= 1 h"),
             });
         }
-        let client =
-            redis::Client::open(self.url.as_str()).map_err(|error| Error::InvalidConfig {
-                reason: format!("bad Redis URL: {error}"),
-            })?;
-        let connection =
-            Connection::standalone(client.clone(), self.connect_timeout, self.command_timeout)
+        let (connection, notify_client) = match &self.target {
+            Target::Standalone(url) => {
+                let client = open(url)?;
+                let connection = Connection::standalone(
+                    client.clone(),
+                    self.connect_timeout,
+                    self.command_timeout,
+                )
                 .await?;
+                (connection, client)
+            }
+            #[cfg(feature = "cluster")]
+            Target::Cluster(seeds) => {
+                let (cluster, first) = cluster_client(seeds, self.connect_timeout)?;
+                let connection =
+                    Connection::cluster(cluster, self.connect_timeout, self.command_timeout)
+                        .await?;
+                (connection, first)
+            }
+        };
         let native_delete = match self.kind {
             LockKind::Fast => NativeDelete::detect(&connection, self.connect_timeout).await,
             LockKind::Reentrant => NativeDelete::None,
@@ -108,7 +131,7 @@ impl RedisBackendBuilder {
         let notifications = match self.notifications {
             NotificationMode::Polling(every) => Notifications::polling(every),
             NotificationMode::PubSub => {
-                Notifications::pubsub(&client, self.command_timeout, DEFAULT_POLL_INTERVAL)
+                Notifications::pubsub(&notify_client, self.command_timeout, DEFAULT_POLL_INTERVAL)
             }
         };
         Ok(RedisBackend::new(
@@ -126,7 +149,41 @@ impl RedisBackend {
     #[must_use]
     pub fn builder(url: impl Into<String>) -> RedisBackendBuilder {
         RedisBackendBuilder {
-            url: url.into(),
+            target: Target::Standalone(url.into()),
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            notifications: NotificationMode::PubSub,
+            kind: LockKind::Reentrant,
+        }
+    }
+
+    /// A builder for a backend on a Redis Cluster, found from `seeds` (URLs of any of its
+    /// nodes, `redis://[user:password@]host:port`; one is enough, more survive one being down).
+    ///
+    /// Every lock call goes to the primary serving its lock's slot (all keys and the channel of
+    /// one lock share it), following `MOVED` and `ASK`; calls do not share pipelines. Release
+    /// notifications use plain pub/sub through the first seed (a cluster passes a `PUBLISH` to
+    /// every node). See `docs/deployments.md` for what a lock guarantees on a cluster.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use lock_redis::RedisBackend;
+    ///
+    /// # async fn demo() -> Result<(), lock_core::Error> {
+    /// let backend = RedisBackend::cluster_builder(["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"])
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "cluster")]
+    #[must_use]
+    pub fn cluster_builder<S: Into<String>>(
+        seeds: impl IntoIterator<Item = S>,
+    ) -> RedisBackendBuilder {
+        RedisBackendBuilder {
+            target: Target::Cluster(seeds.into_iter().map(Into::into).collect()),
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             notifications: NotificationMode::PubSub,
@@ -142,4 +199,40 @@ impl RedisBackend {
     pub async fn connect(url: impl Into<String>) -> Result<RedisBackend> {
         Self::builder(url).connect().await
     }
+}
+
+fn open(url: &str) -> Result<redis::Client> {
+    redis::Client::open(url).map_err(|error| Error::InvalidConfig {
+        reason: format!("bad Redis URL: {error}"),
+    })
+}
+
+/// The cluster client for `seeds` (no retries of its own: see `connection::cluster`) and a
+/// client of the first seed for notifications.
+#[cfg(feature = "cluster")]
+fn cluster_client(
+    seeds: &[String],
+    connect_timeout: Duration,
+) -> Result<(redis::cluster::ClusterClient, redis::Client)> {
+    if seeds.is_empty() {
+        return Err(Error::InvalidConfig {
+            reason: "a cluster needs at least one seed URL".into(),
+        });
+    };
+    let clients = seeds
+        .iter()
+        .map(|seed| open(seed))
+        .collect::<Result<Vec<_>>>()?;
+    let cluster = redis::cluster::ClusterClientBuilder::new(
+        clients
+            .iter()
+            .map(|client| client.get_connection_info().clone()),
+    )
+    .retries(0)
+    .connection_timeout(connect_timeout)
+    .build()
+    .map_err(|error| Error::InvalidConfig {
+        reason: format!("bad cluster settings: {error}"),
+    })?;
+    Ok((cluster, clients[0].clone()))
 }

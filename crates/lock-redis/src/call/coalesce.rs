@@ -40,9 +40,31 @@ struct State {
 }
 
 /// The queue of one backend.
-#[derive(Default)]
 pub(crate) struct Coalescer {
     state: Mutex<State>,
+    /// Pipelines in flight before calls queue up: [`MAX_IN_FLIGHT`], or no limit when calls
+    /// must not share pipelines (every call then goes alone).
+    in_flight_limit: usize,
+}
+
+impl Default for Coalescer {
+    fn default() -> Self {
+        Coalescer {
+            state: Mutex::default(),
+            in_flight_limit: MAX_IN_FLIGHT,
+        }
+    }
+}
+
+impl Coalescer {
+    /// A queue that never holds a call: each goes out alone at once (a cluster, where one
+    /// pipeline reaches one node).
+    pub(crate) fn never() -> Self {
+        Coalescer {
+            state: Mutex::default(),
+            in_flight_limit: usize::MAX,
+        }
+    }
 }
 
 /// What owns a [`Coalescer`] and sends its pipelines (the calls layer). Slots and drain tasks
@@ -135,8 +157,9 @@ pub(crate) fn take_turn<C: Carrier>(
     timeout: Duration,
     make: impl FnOnce() -> Vec<Cmd>,
 ) -> Turn<C> {
-    let mut state = lock(carrier.coalescer());
-    if state.in_flight < MAX_IN_FLIGHT {
+    let coalescer = carrier.coalescer();
+    let mut state = lock(coalescer);
+    if state.in_flight < coalescer.in_flight_limit {
         state.in_flight += 1;
         drop(state);
         return Turn::Alone(Slot {

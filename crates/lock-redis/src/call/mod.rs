@@ -27,9 +27,14 @@ pub(crate) struct Calls {
 
 impl Calls {
     pub(crate) fn new(connection: Connection, command_timeout: Duration) -> Self {
+        let coalescer = if connection.coalesces() {
+            Coalescer::default()
+        } else {
+            Coalescer::never()
+        };
         Calls {
             connection,
-            coalescer: Coalescer::default(),
+            coalescer,
             command_timeout,
         }
     }

@@ -2,6 +2,8 @@
 //! ([`Connection`]), and the notification connection ([`pubsub`]). Uses only the wire layer.
 
 pub(crate) mod alignment;
+#[cfg(feature = "cluster")]
+pub(crate) mod cluster;
 pub(crate) mod deferred;
 pub(crate) mod pubsub;
 pub(crate) mod standalone;
@@ -13,6 +15,8 @@ use lock_core::Result;
 use redis::{Client, Cmd, Pipeline, RedisResult, Value};
 
 use self::alignment::Alignment;
+#[cfg(feature = "cluster")]
+use self::cluster::Cluster;
 use self::deferred::Deferred;
 use self::standalone::Standalone;
 
@@ -20,8 +24,9 @@ use self::standalone::Standalone;
 /// the lock calls above it.
 ///
 /// An enum rather than a trait object, so a call costs no boxing and no dynamic dispatch; each
-/// operation matches on the kind. [`Connection::Standalone`] (one server) is the only kind
-/// today.
+/// operation matches on the kind: [`Connection::Standalone`] (one server) and, with the
+/// `cluster` feature, `Connection::Cluster` (a Redis Cluster; see [`cluster`] for what it
+/// does not do yet: fenced replacement, deferred cleanups).
 ///
 /// # Contract
 ///
@@ -59,15 +64,14 @@ use self::standalone::Standalone;
 ///
 /// # Kinds to come
 ///
-/// - **Cluster** (redis-rs `ClusterConnection`): every command routed by its key's slot; the
-///   `PING` of [`Connection::in_step`] sent to the primary serving the route; a pipeline split
-///   per primary, each part proven by its own `PING`; scripts loaded on every primary, and
-///   again after `NOSCRIPT` or a failover.
 /// - **Sentinel**: the primary resolved again on an I/O error, `READONLY` or `+switch-master`,
 ///   and the link swapped through the same fenced replacement.
 pub(crate) enum Connection {
     /// One server.
     Standalone(Standalone),
+    /// A Redis Cluster: every request routed to the primary of its route's slot.
+    #[cfg(feature = "cluster")]
+    Cluster(Cluster),
 }
 
 /// One established link of a [`Connection`], held for the length of one call.
@@ -75,6 +79,9 @@ pub(crate) enum Connection {
 pub(crate) enum Link {
     /// A link of [`Connection::Standalone`].
     Standalone(Arc<standalone::Link>),
+    /// A link of `Connection::Cluster`.
+    #[cfg(feature = "cluster")]
+    Cluster(Arc<cluster::Link>),
 }
 
 impl Connection {
@@ -93,10 +100,38 @@ impl Connection {
             .map(Connection::Standalone)
     }
 
+    /// Connects to a Redis Cluster through `client` (see [`Cluster::connect`]).
+    ///
+    /// # Errors
+    ///
+    /// As for connecting: a connection error, a timeout, or refused credentials.
+    #[cfg(feature = "cluster")]
+    pub(crate) async fn cluster(
+        client: redis::cluster::ClusterClient,
+        connect_timeout: Duration,
+        command_timeout: Duration,
+    ) -> Result<Connection> {
+        Cluster::connect(client, connect_timeout, command_timeout)
+            .await
+            .map(Connection::Cluster)
+    }
+
+    /// Whether calls may share pipelines: on one server, yes; in a cluster a pipeline goes to
+    /// one node, and the calls of one batch have keys in many slots.
+    pub(crate) fn coalesces(&self) -> bool {
+        match self {
+            Connection::Standalone(_) => true,
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(_) => false,
+        }
+    }
+
     /// A fresh request id.
     pub(crate) fn next_request_id(&self) -> u64 {
         match self {
             Connection::Standalone(standalone) => standalone.next_nonce(),
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(cluster) => cluster.next_nonce(),
         }
     }
 
@@ -104,6 +139,8 @@ impl Connection {
     pub(crate) fn ready(&self) -> Option<Link> {
         match self {
             Connection::Standalone(standalone) => standalone.ready().map(Link::Standalone),
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(cluster) => cluster.ready().map(Link::Cluster),
         }
     }
 
@@ -116,6 +153,8 @@ impl Connection {
     pub(crate) async fn current(&self) -> Link {
         match self {
             Connection::Standalone(standalone) => Link::Standalone(standalone.current().await),
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(cluster) => Link::Cluster(cluster.current().await),
         }
     }
 
@@ -125,6 +164,10 @@ impl Connection {
             (Connection::Standalone(standalone), Link::Standalone(link)) => {
                 standalone.discard(link, why);
             }
+            #[cfg(feature = "cluster")]
+            (Connection::Cluster(cluster), Link::Cluster(link)) => cluster.discard(link, why),
+            #[cfg(feature = "cluster")]
+            _ => {}
         }
     }
 
@@ -135,22 +178,34 @@ impl Connection {
     ///
     /// The mapped transport error.
     pub(crate) async fn send(&self, link: &Link, route: &str, command: &Cmd) -> Result<Value> {
-        let _ = route; // one server: every key is on it
         match (self, link) {
+            // One server: every key is on it.
             (Connection::Standalone(standalone), Link::Standalone(link)) => {
                 standalone.send(link, command).await
             }
+            #[cfg(feature = "cluster")]
+            (Connection::Cluster(cluster), Link::Cluster(link)) => {
+                cluster.send(link, route, command).await
+            }
+            #[cfg(feature = "cluster")]
+            _ => Err(foreign_link()),
         }
     }
 
     /// Whether `link` is still in step for requests about `route`: a `PING` with a fresh id
     /// must come back with that id. A link found out of step (or silent) is discarded.
     pub(crate) async fn in_step(&self, link: &Link, route: &str) -> Alignment {
-        let _ = route; // one server: every key is on it
         match (self, link) {
+            // One server: every key is on it.
             (Connection::Standalone(standalone), Link::Standalone(link)) => {
                 standalone.in_step(link).await
             }
+            #[cfg(feature = "cluster")]
+            (Connection::Cluster(cluster), Link::Cluster(link)) => {
+                cluster.in_step(link, route).await
+            }
+            #[cfg(feature = "cluster")]
+            _ => Alignment::Broken,
         }
     }
 
@@ -169,6 +224,15 @@ impl Connection {
             (Connection::Standalone(standalone), Link::Standalone(link)) => {
                 standalone.send_pipeline(link, pipeline).await
             }
+            #[cfg(feature = "cluster")]
+            (Connection::Cluster(cluster), Link::Cluster(link)) => {
+                cluster.send_pipeline(link, pipeline).await
+            }
+            #[cfg(feature = "cluster")]
+            _ => Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "a link of another connection kind",
+            ))),
         }
     }
 
@@ -183,6 +247,13 @@ impl Connection {
             (Connection::Standalone(standalone), Link::Standalone(link)) => {
                 standalone.ask(link, command).await
             }
+            #[cfg(feature = "cluster")]
+            (Connection::Cluster(cluster), Link::Cluster(link)) => cluster.ask(link, command).await,
+            #[cfg(feature = "cluster")]
+            _ => Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "a link of another connection kind",
+            ))),
         }
     }
 
@@ -191,6 +262,15 @@ impl Connection {
     pub(crate) fn defer(&self, request: Arc<dyn Deferred>) -> bool {
         match self {
             Connection::Standalone(standalone) => standalone.defer(request),
+            // Not kept: the locker's own retry sends the cleanup (see `cluster`).
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(_) => false,
         }
     }
+}
+
+/// A link of one kind handed to a connection of another: a bug in the calls layer.
+#[cfg(feature = "cluster")]
+fn foreign_link() -> lock_core::Error {
+    lock_core::Error::Protocol("a link of another connection kind".into())
 }

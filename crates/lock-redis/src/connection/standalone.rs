@@ -303,7 +303,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn rand_start() -> u64 {
+pub(crate) fn rand_start() -> u64 {
     // The id only has to differ from the ids of requests still in flight on the same
     // connection; a clock-based start keeps sequences of different backends apart as well.
     let nanos = std::time::SystemTime::now()

@@ -1,0 +1,122 @@
+//! Locks on a Redis Cluster while it changes under them: the lock's slot moves to another
+//! primary, and its primary fails over to its replica, while the lock is held and a waiter
+//! waits. One test, so one cluster (6 processes) is alive at a time.
+#![cfg(feature = "cluster")]
+
+use std::time::{Duration, Instant};
+
+use lock_core::{LockOptions, Locker, ReleaseOutcome};
+use lock_redis::{LockKind, RedisBackend, keys};
+use lock_testkit::{FailoverMode, RedisCluster};
+
+async fn locker(cluster: &RedisCluster, kind: LockKind) -> Locker<RedisBackend> {
+    Locker::new(
+        RedisBackend::cluster_builder(cluster.urls())
+            .lock_kind(kind)
+            .command_timeout(Duration::from_secs(2))
+            .connect()
+            .await
+            .expect("connect to the cluster"),
+    )
+}
+
+/// How many keys every primary holds.
+fn keys_left(cluster: &RedisCluster) -> usize {
+    (0..cluster.len())
+        .filter(|&node| cluster.role(node).unwrap_or(false))
+        .map(|node| {
+            let mut connection = cluster
+                .node(node)
+                .client()
+                .get_connection()
+                .expect("connect");
+            redis::cmd("DBSIZE")
+                .query::<usize>(&mut connection)
+                .expect("DBSIZE")
+        })
+        .sum()
+}
+
+/// A waiter blocked on `name` gets the lock soon after the holder releases, over a change of
+/// the cluster made by `change` while the lock is held.
+async fn held_across(
+    cluster: &mut RedisCluster,
+    kind: LockKind,
+    name: &str,
+    change: impl FnOnce(&mut RedisCluster),
+) {
+    let (a, b) = (locker(cluster, kind).await, locker(cluster, kind).await);
+    let held = a
+        .lock_with(
+            name,
+            &LockOptions::new().watchdog_lease(Duration::from_secs(3)),
+        )
+        .await
+        .expect("lock")
+        .expect("granted");
+    let owned = name.to_owned();
+    let waiter = tokio::spawn(async move {
+        let guard = b
+            .lock_with(&owned, &LockOptions::new().wait(Duration::from_secs(20)))
+            .await;
+        (b, guard, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::task::block_in_place(|| change(cluster));
+    // Past a renewal period: the watchdog renewed through the change.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!held.is_lost(), "the lease survived the change");
+    assert!(!waiter.is_finished(), "the waiter still waits");
+    let released_at = Instant::now();
+    assert_eq!(
+        held.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    let (b, guard, acquired_at) = waiter.await.expect("waiter task");
+    let guard = guard.expect("lock").expect("the waiter gets the lock");
+    let woke_after = acquired_at.duration_since(released_at);
+    assert!(
+        woke_after < Duration::from_secs(1),
+        "woken by the release, not its timer: {woke_after:?}"
+    );
+    assert_eq!(
+        guard.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    drop((a, b));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_follow_slot_moves_and_failovers() {
+    let mut cluster = RedisCluster::start(3, 1).expect("start a cluster");
+    for (kind, name) in [
+        (LockKind::Reentrant, "cluster-faults:reentrant"),
+        (LockKind::Fast, "cluster-faults:fast"),
+    ] {
+        let slot = keys::slot(name);
+        assert_eq!(slot, cluster.slot_of(name).expect("keyslot"));
+
+        // The slot moves to another primary while the lock is held and awaited.
+        let from = cluster.primary_of_slot(slot).expect("owner");
+        let to = (0..cluster.len())
+            .find(|&node| node != from && cluster.role(node).unwrap_or(false))
+            .expect("another primary");
+        held_across(&mut cluster, kind, name, |cluster| {
+            cluster.move_slot(slot, to).expect("move the slot");
+        })
+        .await;
+        assert_eq!(cluster.primary_of_slot(slot).expect("owner"), to);
+
+        // Its primary fails over to its replica (coordinated: nothing acknowledged is lost).
+        let replica = cluster.replicas_of(to).expect("replicas")[0];
+        held_across(&mut cluster, kind, name, |cluster| {
+            cluster
+                .failover(replica, FailoverMode::Coordinated)
+                .expect("fail over");
+        })
+        .await;
+        assert_eq!(cluster.primary_of_slot(slot).expect("owner"), replica);
+    }
+    // Every lock was released: no key is left on any primary.
+    assert_eq!(keys_left(&cluster), 0);
+}

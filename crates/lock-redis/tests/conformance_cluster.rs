@@ -1,0 +1,70 @@
+//! The conformance suite on a Redis Cluster (3 primaries × 1 replica), for both lock kinds,
+//! with pub/sub notifications and with polling.
+//!
+//! One cluster (6 processes) serves every case of this file: cases use fresh lock names, and
+//! the cluster is started by the first case and stopped when the last one running lets go.
+#![cfg(feature = "cluster")]
+
+use std::sync::{Arc, Mutex, Weak};
+
+use lock_redis::{LockKind, NotificationMode, RedisBackend};
+use lock_testkit::RedisCluster;
+use lock_testkit::conformance::Harness;
+
+static SHARED: Mutex<Weak<RedisCluster>> = Mutex::new(Weak::new());
+
+fn shared_cluster() -> Arc<RedisCluster> {
+    let mut shared = SHARED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(cluster) = shared.upgrade() {
+        return cluster;
+    }
+    let cluster = Arc::new(RedisCluster::start(3, 1).expect("start a cluster"));
+    *shared = Arc::downgrade(&cluster);
+    cluster
+}
+
+struct Cluster {
+    cluster: Arc<RedisCluster>,
+    notifications: NotificationMode,
+    kind: LockKind,
+}
+
+impl Harness for Cluster {
+    type Backend = RedisBackend;
+
+    async fn client(&self) -> RedisBackend {
+        RedisBackend::cluster_builder(self.cluster.urls())
+            .notifications(self.notifications)
+            .lock_kind(self.kind)
+            .connect()
+            .await
+            .expect("connect to the test cluster")
+    }
+}
+
+fn start(notifications: NotificationMode, kind: LockKind) -> Cluster {
+    Cluster {
+        cluster: shared_cluster(),
+        notifications,
+        kind,
+    }
+}
+
+const POLL: NotificationMode = NotificationMode::Polling(std::time::Duration::from_millis(50));
+
+mod pubsub {
+    use super::*;
+    lock_testkit::conformance_tests!(start(NotificationMode::PubSub, LockKind::Reentrant));
+}
+
+mod polling {
+    use super::*;
+    lock_testkit::conformance_tests!(start(POLL, LockKind::Reentrant));
+}
+
+mod fast_pubsub {
+    use super::*;
+    lock_testkit::conformance_tests!(start(NotificationMode::PubSub, LockKind::Fast));
+}
