@@ -68,3 +68,50 @@ mod fast_pubsub {
     use super::*;
     lock_testkit::conformance_tests!(start(NotificationMode::PubSub, LockKind::Fast));
 }
+
+/// Watchdog renewals of many locks in many slots (one renewal batch): each lock's renewal goes
+/// to its own slot's primary, and every lease outlives several renewal periods.
+#[test]
+fn renewals_span_slots() {
+    use lock_core::{LockOptions, Locker};
+    use std::time::Duration;
+
+    lock_testkit::conformance::run(async {
+        let harness = start(NotificationMode::PubSub, LockKind::Reentrant);
+        let holder = Locker::new(harness.client().await);
+        let observer = Locker::new(harness.client().await);
+        let names: Vec<String> = (0..40)
+            .map(|i| lock_testkit::conformance::fresh_name(&format!("span-{i}")))
+            .collect();
+        let slots: std::collections::BTreeSet<u16> = names
+            .iter()
+            .map(|name| lock_redis::keys::slot(name))
+            .collect();
+        assert!(slots.len() > 10, "the names spread over many slots");
+        let options = LockOptions::new().watchdog_lease(Duration::from_millis(600));
+        let mut guards = Vec::new();
+        for name in &names {
+            guards.push(
+                holder
+                    .lock_with(name, &options)
+                    .await
+                    .expect("lock")
+                    .expect("granted"),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        for (name, guard) in names.iter().zip(&guards) {
+            assert!(!guard.is_lost(), "{name} kept its lease");
+            assert!(
+                observer.is_locked(name).await.expect("state"),
+                "{name} still held"
+            );
+        }
+        for guard in guards {
+            guard.release().await.expect("release");
+        }
+        for name in &names {
+            assert!(!observer.is_locked(name).await.expect("state"));
+        }
+    });
+}

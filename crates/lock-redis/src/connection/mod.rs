@@ -126,6 +126,16 @@ impl Connection {
         }
     }
 
+    /// Whether one script may touch keys of different slots: on one server, yes; in a cluster
+    /// every key of a script must share one slot.
+    pub(crate) fn scripts_span_slots(&self) -> bool {
+        match self {
+            Connection::Standalone(_) => true,
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(_) => false,
+        }
+    }
+
     /// A fresh request id.
     pub(crate) fn next_request_id(&self) -> u64 {
         match self {

@@ -13,44 +13,69 @@ use crate::wire::reply::{millis, ttl_from_pttl};
 const RENEW_CHUNK: usize = 256;
 
 /// Renews every lease of `renewals` with `script`, one outcome per renewal, in order.
+///
+/// Where a script may only touch keys of one slot (a cluster), the renewals are grouped by
+/// slot first; the groups' scripts go out concurrently, so each node's connection carries them
+/// together.
 pub(crate) async fn renew(
     calls: &Calls,
     script: &LockScript,
     renewals: &[Renewal<'_>],
 ) -> Result<Vec<RenewOutcome>> {
-    let chunks = renewals.chunks(RENEW_CHUNK).map(|chunk| async move {
-        // A chunk is never empty; its first name routes it.
-        let route = chunk[0].name;
-        let reply: Vec<i64> = calls
-            .run(
-                route,
-                script,
-                chunk.len(),
-                calls.call_timeout(None),
-                |command| {
-                    for renewal in chunk {
-                        command.arg(renewal.name);
-                    }
-                    for renewal in chunk {
-                        command.arg(renewal.owner_field).arg(millis(renewal.lease));
-                    }
-                },
-            )
-            .await?;
-        if reply.len() != chunk.len() {
-            return Err(Error::Protocol(format!(
-                "renew script answered {} results for {} keys",
-                reply.len(),
-                chunk.len()
-            )));
+    let groups: Vec<Vec<usize>> = if calls.connection().scripts_span_slots() {
+        vec![(0..renewals.len()).collect()]
+    } else {
+        let mut by_slot = std::collections::BTreeMap::<u16, Vec<usize>>::new();
+        for (index, renewal) in renewals.iter().enumerate() {
+            by_slot
+                .entry(keys::slot(renewal.name))
+                .or_default()
+                .push(index);
         }
-        Ok(reply
-            .into_iter()
-            .map(|renewed| RenewOutcome::from_held(renewed == 1))
-            .collect::<Vec<_>>())
-    });
+        by_slot.into_values().collect()
+    };
+    let chunks = groups
+        .iter()
+        .flat_map(|group| group.chunks(RENEW_CHUNK))
+        .map(|chunk| async move {
+            // A chunk is never empty; its first name routes it.
+            let route = renewals[chunk[0]].name;
+            let reply: Vec<i64> = calls
+                .run(
+                    route,
+                    script,
+                    chunk.len(),
+                    calls.call_timeout(None),
+                    |command| {
+                        for &index in chunk {
+                            command.arg(renewals[index].name);
+                        }
+                        for &index in chunk {
+                            let renewal = &renewals[index];
+                            command.arg(renewal.owner_field).arg(millis(renewal.lease));
+                        }
+                    },
+                )
+                .await?;
+            if reply.len() != chunk.len() {
+                return Err(Error::Protocol(format!(
+                    "renew script answered {} results for {} keys",
+                    reply.len(),
+                    chunk.len()
+                )));
+            }
+            Ok(chunk
+                .iter()
+                .zip(reply)
+                .map(|(&index, renewed)| (index, RenewOutcome::from_held(renewed == 1)))
+                .collect::<Vec<_>>())
+        });
     let answers = futures_util::future::try_join_all(chunks).await?;
-    Ok(answers.into_iter().flatten().collect())
+    let mut outcomes = vec![RenewOutcome::NotHeld; renewals.len()];
+    for (index, outcome) in answers.into_iter().flatten() {
+        outcomes[index] = outcome;
+    }
+    Ok(outcomes)
 }
 
 /// Deletes the lock `name` whoever holds it, with `script`; whether it existed.
