@@ -108,7 +108,10 @@ fn renewals_span_slots() {
             );
         }
         for guard in guards {
-            guard.release().await.expect("release");
+            assert_eq!(
+                guard.release().await.expect("release"),
+                lock_core::ReleaseOutcome::Released
+            );
         }
         for name in &names {
             assert!(!observer.is_locked(name).await.expect("state"));
