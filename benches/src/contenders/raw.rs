@@ -71,6 +71,7 @@ impl<C: ConnectionLike + Clone + Send> ScriptLock<C> {
             .arg(&*self.owner)
             .arg(lock_redis::keys::channel(key))
             .arg(lock_redis::keys::UNLOCK_MESSAGE)
+            .arg("p") // announced with PUBLISH, as on one server
             .arg(2);
         let (_id, left): (i64, i64) = release.invoke_async(&mut connection).await?;
         if left != 0 {

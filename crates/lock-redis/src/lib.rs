@@ -58,7 +58,7 @@ mod wire;
 pub use backend::builder::RedisBackendBuilder;
 pub use backend::options::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL, LockKind,
-    NotificationMode,
+    NotificationMode, ShardedPubSub,
 };
 pub use backend::redis_backend::RedisBackend;
 pub use wire::keys;

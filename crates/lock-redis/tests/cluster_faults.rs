@@ -6,13 +6,18 @@
 use std::time::{Duration, Instant};
 
 use lock_core::{LockOptions, Locker, ReleaseOutcome};
-use lock_redis::{LockKind, RedisBackend, keys};
+use lock_redis::{LockKind, RedisBackend, ShardedPubSub, keys};
 use lock_testkit::{FailoverMode, RedisCluster};
 
-async fn locker(cluster: &RedisCluster, kind: LockKind) -> Locker<RedisBackend> {
+async fn locker(
+    cluster: &RedisCluster,
+    kind: LockKind,
+    sharded: ShardedPubSub,
+) -> Locker<RedisBackend> {
     Locker::new(
         RedisBackend::cluster_builder(cluster.urls())
             .lock_kind(kind)
+            .sharded_pubsub(sharded)
             .command_timeout(Duration::from_secs(2))
             .connect()
             .await
@@ -41,15 +46,16 @@ fn keys_left(cluster: &RedisCluster) -> usize {
 /// the cluster made by `change` while the lock is held.
 async fn held_across(
     cluster: &mut RedisCluster,
-    kind: LockKind,
+    (kind, sharded): (LockKind, ShardedPubSub),
     name: &str,
     change: impl FnOnce(&mut RedisCluster),
 ) {
-    let (a, b) = (locker(cluster, kind).await, locker(cluster, kind).await);
+    let a = locker(cluster, kind, sharded).await;
+    let b = locker(cluster, kind, sharded).await;
     let held = a
         .lock_with(
             name,
-            &LockOptions::new().watchdog_lease(Duration::from_secs(3)),
+            &LockOptions::new().watchdog_lease(Duration::from_secs(6)),
         )
         .await
         .expect("lock")
@@ -63,8 +69,10 @@ async fn held_across(
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     tokio::task::block_in_place(|| change(cluster));
-    // Past a renewal period: the watchdog renewed through the change.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Past a renewal period (2 s): the watchdog renewed through the change. The lease is long
+    // enough that a waiter woken by its timer (the holder's remaining lease, 4 s or more)
+    // rather than the release fails the check below.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(!held.is_lost(), "the lease survived the change");
     assert!(!waiter.is_finished(), "the waiter still waits");
     let released_at = Instant::now();
@@ -89,9 +97,18 @@ async fn held_across(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_follow_slot_moves_and_failovers() {
     let mut cluster = RedisCluster::start(3, 1).expect("start a cluster");
-    for (kind, name) in [
-        (LockKind::Reentrant, "cluster-faults:reentrant"),
-        (LockKind::Fast, "cluster-faults:fast"),
+    // Sharded-only waiters (`On`) show the subscription following the slot: the server drops
+    // it when the slot leaves its node, and it is made again where the slot lives now.
+    for (setup, name) in [
+        (
+            (LockKind::Reentrant, ShardedPubSub::Auto),
+            "cluster-faults:reentrant",
+        ),
+        ((LockKind::Fast, ShardedPubSub::Auto), "cluster-faults:fast"),
+        (
+            (LockKind::Reentrant, ShardedPubSub::On),
+            "cluster-faults:sharded",
+        ),
     ] {
         let slot = keys::slot(name);
         assert_eq!(slot, cluster.slot_of(name).expect("keyslot"));
@@ -101,7 +118,7 @@ async fn locks_follow_slot_moves_and_failovers() {
         let to = (0..cluster.len())
             .find(|&node| node != from && cluster.role(node).unwrap_or(false))
             .expect("another primary");
-        held_across(&mut cluster, kind, name, |cluster| {
+        held_across(&mut cluster, setup, name, |cluster| {
             cluster.move_slot(slot, to).expect("move the slot");
         })
         .await;
@@ -109,7 +126,7 @@ async fn locks_follow_slot_moves_and_failovers() {
 
         // Its primary fails over to its replica (coordinated: nothing acknowledged is lost).
         let replica = cluster.replicas_of(to).expect("replicas")[0];
-        held_across(&mut cluster, kind, name, |cluster| {
+        held_across(&mut cluster, setup, name, |cluster| {
             cluster
                 .failover(replica, FailoverMode::Coordinated)
                 .expect("fail over");

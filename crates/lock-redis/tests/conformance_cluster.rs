@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
-use lock_redis::{LockKind, NotificationMode, RedisBackend};
+use lock_redis::{LockKind, NotificationMode, RedisBackend, ShardedPubSub};
 use lock_testkit::RedisCluster;
 use lock_testkit::conformance::Harness;
 
@@ -29,6 +29,7 @@ struct Cluster {
     cluster: Arc<RedisCluster>,
     notifications: NotificationMode,
     kind: LockKind,
+    sharded: ShardedPubSub,
 }
 
 impl Harness for Cluster {
@@ -38,6 +39,7 @@ impl Harness for Cluster {
         RedisBackend::cluster_builder(self.cluster.urls())
             .notifications(self.notifications)
             .lock_kind(self.kind)
+            .sharded_pubsub(self.sharded)
             .connect()
             .await
             .expect("connect to the test cluster")
@@ -45,10 +47,19 @@ impl Harness for Cluster {
 }
 
 fn start(notifications: NotificationMode, kind: LockKind) -> Cluster {
+    start_sharded(notifications, kind, ShardedPubSub::Auto)
+}
+
+fn start_sharded(
+    notifications: NotificationMode,
+    kind: LockKind,
+    sharded: ShardedPubSub,
+) -> Cluster {
     Cluster {
         cluster: shared_cluster(),
         notifications,
         kind,
+        sharded,
     }
 }
 
@@ -62,6 +73,24 @@ mod pubsub {
 mod polling {
     use super::*;
     lock_testkit::conformance_tests!(start(POLL, LockKind::Reentrant));
+}
+
+mod sharded_only {
+    use super::*;
+    lock_testkit::conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::On
+    ));
+}
+
+mod plain_only {
+    use super::*;
+    lock_testkit::conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Fast,
+        ShardedPubSub::Off
+    ));
 }
 
 mod fast_pubsub {
@@ -115,6 +144,114 @@ fn renewals_span_slots() {
         }
         for name in &names {
             assert!(!observer.is_locked(name).await.expect("state"));
+        }
+    });
+}
+
+/// Who gives a lock back in [`mixed_fleets_wake_promptly`].
+#[derive(Clone, Copy, Debug)]
+enum Releaser {
+    /// A distlock client with this setting.
+    Distlock(ShardedPubSub),
+    /// Another client (Redisson with `shardedSubscriptionMode` OFF, or an older one): DEL and
+    /// `PUBLISH`.
+    Publish,
+    /// Another client with sharded pub/sub (Redisson's default on Redis 7): DEL and `SPUBLISH`.
+    SPublish,
+}
+
+/// A waiter wakes on the release (well before the holder's 30 s lease would end) whenever the
+/// releaser announces on a kind the waiter listens to: in `Auto` it listens to both, so every
+/// client of a mixed fleet wakes it.
+#[test]
+fn mixed_fleets_wake_promptly() {
+    use lock_core::{LockOptions, Locker, ReleaseOutcome};
+    use std::time::{Duration, Instant};
+
+    let cases = [
+        (ShardedPubSub::Auto, Releaser::Distlock(ShardedPubSub::Auto)),
+        (ShardedPubSub::Auto, Releaser::Distlock(ShardedPubSub::On)),
+        (ShardedPubSub::Auto, Releaser::Distlock(ShardedPubSub::Off)),
+        (ShardedPubSub::Auto, Releaser::Publish),
+        (ShardedPubSub::Auto, Releaser::SPublish),
+        (ShardedPubSub::On, Releaser::Distlock(ShardedPubSub::Auto)),
+        (ShardedPubSub::On, Releaser::SPublish),
+        (ShardedPubSub::Off, Releaser::Distlock(ShardedPubSub::Auto)),
+        (ShardedPubSub::Off, Releaser::Publish),
+    ];
+    lock_testkit::conformance::run(async {
+        let cluster = shared_cluster();
+        let connect = |sharded| {
+            RedisBackend::cluster_builder(cluster.urls())
+                .sharded_pubsub(sharded)
+                .connect()
+        };
+        for (listen, releaser) in cases {
+            let name = lock_testkit::conformance::fresh_name("mixed");
+            let holder_mode = match releaser {
+                Releaser::Distlock(mode) => mode,
+                Releaser::Publish | Releaser::SPublish => ShardedPubSub::Auto,
+            };
+            let holder = Locker::new(connect(holder_mode).await.expect("connect"));
+            let waiter = Locker::new(connect(listen).await.expect("connect"));
+            let held = holder
+                .lock_with(&name, &LockOptions::new().lease(Duration::from_secs(30)))
+                .await
+                .expect("lock")
+                .expect("granted");
+            let wanted = name.clone();
+            let waiting = tokio::spawn(async move {
+                let guard = waiter
+                    .lock_with(&wanted, &LockOptions::new().wait(Duration::from_secs(20)))
+                    .await;
+                (guard, Instant::now())
+            });
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let released_at = Instant::now();
+            match releaser {
+                Releaser::Distlock(_) => {
+                    assert_eq!(
+                        held.release().await.expect("release"),
+                        ReleaseOutcome::Released
+                    );
+                }
+                Releaser::Publish | Releaser::SPublish => {
+                    let node = cluster
+                        .primary_of_slot(lock_redis::keys::slot(&name))
+                        .expect("owner");
+                    let mut connection = cluster
+                        .node(node)
+                        .client()
+                        .get_connection()
+                        .expect("connect");
+                    let command = if matches!(releaser, Releaser::Publish) {
+                        "PUBLISH"
+                    } else {
+                        "SPUBLISH"
+                    };
+                    redis::pipe()
+                        .cmd("DEL")
+                        .arg(&name)
+                        .cmd(command)
+                        .arg(lock_redis::keys::channel(&name))
+                        .arg(lock_redis::keys::UNLOCK_MESSAGE)
+                        .exec(&mut connection)
+                        .expect("release as another client");
+                    // Released behind its back: the guard's own release finds nothing of its own.
+                    drop(held);
+                }
+            }
+            let (guard, acquired_at) = waiting.await.expect("waiter task");
+            let guard = guard.expect("lock").expect("the waiter gets the lock");
+            let woke_after = acquired_at.duration_since(released_at);
+            assert!(
+                woke_after < Duration::from_secs(2),
+                "listening {listen:?}, released by {releaser:?}: woke after {woke_after:?}"
+            );
+            assert_eq!(
+                guard.release().await.expect("release"),
+                ReleaseOutcome::Released
+            );
         }
     });
 }

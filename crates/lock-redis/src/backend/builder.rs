@@ -7,13 +7,14 @@ use lock_core::{Error, Result};
 
 use crate::backend::options::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL, LockKind,
-    NotificationMode,
+    NotificationMode, ShardedPubSub,
 };
 use crate::backend::redis_backend::RedisBackend;
 use crate::call::Calls;
 use crate::connection::Connection;
 use crate::connection::pubsub::Notifications;
 use crate::kind::fast::NativeDelete;
+use crate::wire::announce::Announce;
 
 /// Builds a [`RedisBackend`].
 ///
@@ -38,6 +39,18 @@ pub struct RedisBackendBuilder {
     connect_timeout: Duration,
     notifications: NotificationMode,
     kind: LockKind,
+    sharded: ShardedPubSub,
+}
+
+/// Where waiters listen for releases, by deployment (made once per backend: its size does not
+/// matter).
+#[allow(clippy::large_enum_variant)]
+enum Listen {
+    /// The one server.
+    Plain(redis::Client),
+    /// A cluster, through its seeds.
+    #[cfg(feature = "cluster")]
+    Cluster(Vec<redis::Client>),
 }
 
 /// Where the backend connects.
@@ -69,6 +82,14 @@ impl RedisBackendBuilder {
     #[must_use]
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// Whether release notifications on a cluster use sharded pub/sub (see [`ShardedPubSub`];
+    /// one server always uses plain pub/sub).
+    #[must_use]
+    pub fn sharded_pubsub(mut self, mode: ShardedPubSub) -> Self {
+        self.sharded = mode;
         self
     }
 
@@ -104,7 +125,7 @@ impl RedisBackendBuilder {
                 reason: format!("poll interval {every:?} is outside 1 ms ..= 1 h"),
             });
         }
-        let (connection, notify_client) = match &self.target {
+        let (connection, listen, announce) = match &self.target {
             Target::Standalone(url) => {
                 let client = open(url)?;
                 let connection = Connection::standalone(
@@ -113,29 +134,62 @@ impl RedisBackendBuilder {
                     self.command_timeout,
                 )
                 .await?;
-                (connection, client)
+                (connection, Listen::Plain(client), Announce::Plain)
             }
             #[cfg(feature = "cluster")]
             Target::Cluster(seeds) => {
-                let (cluster, first) = cluster_client(seeds, self.connect_timeout)?;
+                let (cluster, clients) = cluster_client(seeds, self.connect_timeout)?;
                 let connection =
                     Connection::cluster(cluster, self.connect_timeout, self.command_timeout)
                         .await?;
-                (connection, first)
+                let announce = match self.sharded {
+                    ShardedPubSub::Off => Announce::Plain,
+                    ShardedPubSub::Auto => {
+                        if has_sharded_pubsub(&connection, self.connect_timeout).await {
+                            Announce::Both
+                        } else {
+                            Announce::Plain
+                        }
+                    }
+                    ShardedPubSub::On => {
+                        if !has_sharded_pubsub(&connection, self.connect_timeout).await {
+                            return Err(Error::InvalidConfig {
+                                reason: "sharded pub/sub is on, but the cluster has no \
+                                         SSUBSCRIBE/SPUBLISH (Redis or Valkey 7+ needed)"
+                                    .into(),
+                            });
+                        }
+                        Announce::Sharded
+                    }
+                };
+                (connection, Listen::Cluster(clients), announce)
             }
         };
         let native_delete = match self.kind {
             LockKind::Fast => NativeDelete::detect(&connection, self.connect_timeout).await,
             LockKind::Reentrant => NativeDelete::None,
         };
-        let notifications = match self.notifications {
-            NotificationMode::Polling(every) => Notifications::polling(every),
-            NotificationMode::PubSub => {
-                Notifications::pubsub(&notify_client, self.command_timeout, DEFAULT_POLL_INTERVAL)
+        let notifications = match (self.notifications, listen) {
+            (NotificationMode::Polling(every), _) => Notifications::polling(every),
+            (NotificationMode::PubSub, Listen::Plain(client)) => {
+                Notifications::pubsub(&client, self.command_timeout, DEFAULT_POLL_INTERVAL)
             }
+            // Waiters listen on the kinds releases are announced with.
+            #[cfg(feature = "cluster")]
+            (NotificationMode::PubSub, Listen::Cluster(clients)) => Notifications::cluster(
+                (announce != Announce::Sharded).then(|| &clients[0]),
+                (announce != Announce::Plain).then(|| {
+                    clients
+                        .iter()
+                        .map(|client| client.get_connection_info().clone())
+                        .collect()
+                }),
+                self.command_timeout,
+                DEFAULT_POLL_INTERVAL,
+            ),
         };
         Ok(RedisBackend::new(
-            Calls::new(connection, self.command_timeout),
+            Calls::new(connection, self.command_timeout, announce),
             notifications,
             self.kind,
             native_delete,
@@ -154,6 +208,7 @@ impl RedisBackend {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             notifications: NotificationMode::PubSub,
             kind: LockKind::Reentrant,
+            sharded: ShardedPubSub::Auto,
         }
     }
 
@@ -188,6 +243,7 @@ impl RedisBackend {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             notifications: NotificationMode::PubSub,
             kind: LockKind::Reentrant,
+            sharded: ShardedPubSub::Auto,
         }
     }
 
@@ -207,13 +263,26 @@ fn open(url: &str) -> Result<redis::Client> {
     })
 }
 
+/// Whether the cluster has sharded pub/sub (`PUBSUB SHARDNUMSUB` is known), as Redisson's
+/// `shardedSubscriptionMode` AUTO asks.
+#[cfg(feature = "cluster")]
+async fn has_sharded_pubsub(connection: &Connection, timeout: Duration) -> bool {
+    let mut probe = redis::cmd("PUBSUB");
+    probe.arg("SHARDNUMSUB");
+    let link = connection.current().await;
+    matches!(
+        tokio::time::timeout(timeout, connection.ask(&link, &probe)).await,
+        Ok(Ok(redis::Value::Array(_)))
+    )
+}
+
 /// The cluster client for `seeds` (no retries of its own: see `connection::cluster`) and a
-/// client of the first seed for notifications.
+/// client of each seed (for notifications).
 #[cfg(feature = "cluster")]
 fn cluster_client(
     seeds: &[String],
     connect_timeout: Duration,
-) -> Result<(redis::cluster::ClusterClient, redis::Client)> {
+) -> Result<(redis::cluster::ClusterClient, Vec<redis::Client>)> {
     if seeds.is_empty() {
         return Err(Error::InvalidConfig {
             reason: "a cluster needs at least one seed URL".into(),
@@ -234,5 +303,5 @@ fn cluster_client(
     .map_err(|error| Error::InvalidConfig {
         reason: format!("bad cluster settings: {error}"),
     })?;
-    Ok((cluster, clients[0].clone()))
+    Ok((cluster, clients))
 }

@@ -20,6 +20,48 @@ pub enum NotificationMode {
     Polling(Duration),
 }
 
+/// Whether a backend on a Redis Cluster uses sharded pub/sub (`SSUBSCRIBE`/`SPUBLISH`, Redis
+/// and Valkey 7+) for release notifications, as Redisson's `shardedSubscriptionMode` does.
+/// One server always uses plain pub/sub.
+///
+/// | mode | releases announced with | waiters listen with |
+/// |---|---|---|
+/// | `Auto` (default), server with sharded pub/sub | `PUBLISH` and `SPUBLISH` | both |
+/// | `Auto`, older server | `PUBLISH` | `SUBSCRIBE` |
+/// | `On` | `SPUBLISH` | `SSUBSCRIBE` |
+/// | `Off` | `PUBLISH` | `SUBSCRIBE` |
+///
+/// `Auto` wakes every waiter of a mixed fleet promptly: Redisson clients with either setting,
+/// older clients, and distlock clients with another mode. `On` and `Off` save one command per
+/// release when every client of the cluster uses the same setting.
+///
+/// # Example
+///
+/// ```no_run
+/// # #[cfg(feature = "cluster")]
+/// # async fn demo() -> Result<(), lock_core::Error> {
+/// use lock_redis::{RedisBackend, ShardedPubSub};
+///
+/// let backend = RedisBackend::cluster_builder(["redis://127.0.0.1:7000/"])
+///     .sharded_pubsub(ShardedPubSub::On)
+///     .connect()
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ShardedPubSub {
+    /// Sharded and plain both, where the server has sharded pub/sub (asked with
+    /// `PUBSUB SHARDNUMSUB` when connecting); plain otherwise.
+    #[default]
+    Auto,
+    /// Sharded only; connecting fails if the server has no sharded pub/sub.
+    On,
+    /// Plain only.
+    Off,
+}
+
 /// Which lock the backend keeps on the server.
 ///
 /// # Example

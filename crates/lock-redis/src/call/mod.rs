@@ -12,6 +12,7 @@ use redis::{Cmd, FromRedisValue, Pipeline, ServerErrorKind, Value};
 use self::coalesce::{Carrier, Coalescer, Turn, queued_reply, take_turn};
 use crate::connection::alignment::Alignment;
 use crate::connection::{Connection, Link};
+use crate::wire::announce::Announce;
 use crate::wire::errors::map_error;
 use crate::wire::lock_script::LockScript;
 use crate::wire::reply::{echoes, out_of_step, unattributable};
@@ -23,10 +24,16 @@ pub(crate) struct Calls {
     /// Lock and unlock calls made at the same moment share pipelines.
     coalescer: Coalescer,
     command_timeout: Duration,
+    /// How releases are announced (plain, sharded or both kinds of pub/sub).
+    announce: Announce,
 }
 
 impl Calls {
-    pub(crate) fn new(connection: Connection, command_timeout: Duration) -> Self {
+    pub(crate) fn new(
+        connection: Connection,
+        command_timeout: Duration,
+        announce: Announce,
+    ) -> Self {
         let coalescer = if connection.coalesces() {
             Coalescer::default()
         } else {
@@ -36,7 +43,13 @@ impl Calls {
             connection,
             coalescer,
             command_timeout,
+            announce,
         }
+    }
+
+    /// How releases are announced on the lock's channel.
+    pub(crate) fn announce(&self) -> Announce {
+        self.announce
     }
 
     /// The command connection (for deferring a cleanup, or a question about the server).

@@ -188,6 +188,7 @@ impl Connection {
     ///
     /// The mapped transport error.
     pub(crate) async fn send(&self, link: &Link, route: &str, command: &Cmd) -> Result<Value> {
+        let _ = route; // only a cluster routes
         match (self, link) {
             // One server: every key is on it.
             (Connection::Standalone(standalone), Link::Standalone(link)) => {
@@ -205,6 +206,7 @@ impl Connection {
     /// Whether `link` is still in step for requests about `route`: a `PING` with a fresh id
     /// must come back with that id. A link found out of step (or silent) is discarded.
     pub(crate) async fn in_step(&self, link: &Link, route: &str) -> Alignment {
+        let _ = route; // only a cluster routes
         match (self, link) {
             // One server: every key is on it.
             (Connection::Standalone(standalone), Link::Standalone(link)) => {

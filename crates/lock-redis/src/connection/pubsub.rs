@@ -35,12 +35,60 @@ enum Command {
     /// an unsubscribe for a subscribe that never took effect is ignored.
     Subscribe(String, u64, oneshot::Sender<Result<bool>>),
     Unsubscribe(String, u64),
+    /// The server dropped this sharded subscription (its slot moved, its primary was
+    /// demoted): subscribe again where the slot lives now, if a topic still wants it.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    Resubscribe(String),
+}
+
+/// How the notification task reaches the server (one per task: its size does not matter).
+#[derive(Clone)]
+#[allow(clippy::large_enum_variant)]
+enum Connector {
+    /// Plain pub/sub on one node, over a reconnecting RESP3 connection.
+    Plain(redis::ConnectionInfo),
+    /// Sharded pub/sub on a cluster: each channel on the node serving its slot.
+    #[cfg(feature = "cluster")]
+    Sharded(Vec<redis::ConnectionInfo>),
+}
+
+/// The notification connection the task holds.
+enum Listener {
+    Plain(ConnectionManager),
+    #[cfg(feature = "cluster")]
+    Sharded(redis::cluster_async::ClusterConnection),
+}
+
+impl Listener {
+    async fn subscribe(&mut self, channel: &str) -> redis::RedisResult<()> {
+        match self {
+            Listener::Plain(manager) => manager.subscribe(channel).await,
+            // One channel per call: several sharded channels in one SSUBSCRIBE must share a slot.
+            #[cfg(feature = "cluster")]
+            Listener::Sharded(cluster) => cluster.ssubscribe(channel).await,
+        }
+    }
+
+    async fn unsubscribe(&mut self, channels: &[String]) -> redis::RedisResult<()> {
+        match self {
+            Listener::Plain(manager) => manager.unsubscribe(channels).await,
+            #[cfg(feature = "cluster")]
+            Listener::Sharded(cluster) => {
+                for channel in channels {
+                    cluster.sunsubscribe(channel).await?;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// The notification side of one backend.
 pub(crate) struct Notifications {
     hub: ReleaseHub,
-    commands: Option<mpsc::UnboundedSender<Command>>,
+    /// One notification task per kind of pub/sub listened to (plain, sharded, or both); none
+    /// when polling.
+    commands: Vec<mpsc::UnboundedSender<Command>>,
     polling: Arc<AtomicBool>,
     poll_interval: Duration,
 }
@@ -50,34 +98,80 @@ impl Notifications {
     pub fn polling(poll_interval: Duration) -> Self {
         Notifications {
             hub: ReleaseHub::new(),
-            commands: None,
+            commands: Vec::new(),
             polling: Arc::new(AtomicBool::new(true)),
             poll_interval,
         }
     }
 
-    /// Notifications over pub/sub, connecting lazily on the first watch.
+    /// Notifications over plain pub/sub on the server of `client`, connecting lazily on the
+    /// first watch.
     pub fn pubsub(client: &Client, timeout: Duration, poll_interval: Duration) -> Self {
-        let (commands, receiver) = mpsc::unbounded_channel();
-        // The hub lives inside the connection's push handler, which the task owns: holding only a
-        // weak sender here lets the task end when the backend is dropped.
-        let weak = commands.downgrade();
-        let hub = ReleaseHub::with_idle_hook(move |channel, topic| {
-            if let Some(commands) = weak.upgrade() {
-                let _ = commands.send(Command::Unsubscribe(channel.to_owned(), topic));
-            }
-        });
-        let polling = Arc::new(AtomicBool::new(false));
         let info = client.get_connection_info().clone();
         let settings = info
             .redis_settings()
             .clone()
             .set_protocol(ProtocolVersion::RESP3);
-        let resp3 = info.set_redis_settings(settings);
-        tokio::spawn(run(resp3, timeout, hub.clone(), receiver, polling.clone()));
+        Self::listening(
+            vec![Connector::Plain(info.set_redis_settings(settings))],
+            timeout,
+            poll_interval,
+        )
+    }
+
+    /// Notifications on a cluster: plain pub/sub through `plain` (one node: a cluster passes
+    /// every `PUBLISH` to all nodes) and/or sharded pub/sub through the nodes of `sharded`
+    /// (each channel on the node serving its slot). Waiters wait on both when both are given.
+    #[cfg(feature = "cluster")]
+    pub fn cluster(
+        plain: Option<&Client>,
+        sharded: Option<Vec<redis::ConnectionInfo>>,
+        timeout: Duration,
+        poll_interval: Duration,
+    ) -> Self {
+        let mut connectors = Vec::new();
+        if let Some(client) = plain {
+            let info = client.get_connection_info().clone();
+            let settings = info
+                .redis_settings()
+                .clone()
+                .set_protocol(ProtocolVersion::RESP3);
+            connectors.push(Connector::Plain(info.set_redis_settings(settings)));
+        }
+        if let Some(nodes) = sharded {
+            connectors.push(Connector::Sharded(nodes));
+        }
+        Self::listening(connectors, timeout, poll_interval)
+    }
+
+    fn listening(connectors: Vec<Connector>, timeout: Duration, poll_interval: Duration) -> Self {
+        let (senders, receivers): (Vec<_>, Vec<_>) =
+            connectors.iter().map(|_| mpsc::unbounded_channel()).unzip();
+        // The hub lives inside the connections' push handlers, which the tasks own: holding
+        // only weak senders here lets the tasks end when the backend is dropped.
+        let weak: Vec<_> = senders
+            .iter()
+            .map(mpsc::UnboundedSender::downgrade)
+            .collect();
+        let hub = ReleaseHub::with_idle_hook(move |channel, topic| {
+            for commands in weak.iter().filter_map(mpsc::WeakUnboundedSender::upgrade) {
+                let _ = commands.send(Command::Unsubscribe(channel.to_owned(), topic));
+            }
+        });
+        let polling = Arc::new(AtomicBool::new(false));
+        for ((connector, receiver), sender) in connectors.into_iter().zip(receivers).zip(&senders) {
+            tokio::spawn(run(
+                connector,
+                sender.downgrade(),
+                timeout,
+                hub.clone(),
+                receiver,
+                polling.clone(),
+            ));
+        }
         Notifications {
             hub,
-            commands: Some(commands),
+            commands: senders,
             polling,
             poll_interval,
         }
@@ -85,22 +179,31 @@ impl Notifications {
 
     /// A watch on `channel`, subscribed on the server before this returns.
     pub async fn watch(&self, channel: &str) -> Result<ReleaseWatch> {
-        let Some(commands) = &self.commands else {
+        if self.commands.is_empty() {
             return Ok(ReleaseWatch::polling(self.poll_interval));
-        };
+        }
+        let commands = &self.commands;
         if self.polling.load(Ordering::Relaxed) {
             return Ok(ReleaseWatch::polling(self.poll_interval));
         }
         let watch = self.hub.watch(channel);
         let subscribed = watch
             .ensure_subscribed(|topic| async move {
-                let (reply, answer) = oneshot::channel();
-                commands
-                    .send(Command::Subscribe(channel.to_owned(), topic, reply))
-                    .map_err(|_| Error::ConnectionLost("notification task ended".into()))?;
-                answer
+                // Live only once every kind listened to is subscribed: a release announced on
+                // a kind not listened to would be missed.
+                let answers = commands.iter().map(|commands| {
+                    let (reply, answer) = oneshot::channel();
+                    let sent = commands.send(Command::Subscribe(channel.to_owned(), topic, reply));
+                    async move {
+                        sent.map_err(|_| Error::ConnectionLost("notification task ended".into()))?;
+                        answer
+                            .await
+                            .map_err(|_| Error::ConnectionLost("notification task ended".into()))?
+                            .map(|_| ())
+                    }
+                });
+                futures_util::future::try_join_all(answers)
                     .await
-                    .map_err(|_| Error::ConnectionLost("notification task ended".into()))?
                     .map(|_| ())
             })
             .await;
@@ -135,9 +238,14 @@ struct PushState {
 /// Subscription confirmations this soon after a disconnection are re-subscriptions.
 const RESUBSCRIBE_WINDOW: Duration = Duration::from_secs(10);
 
-fn on_push(hub: &ReleaseHub, state: &PushState, push: &PushInfo) {
+fn on_push(
+    hub: &ReleaseHub,
+    state: &PushState,
+    commands: &mpsc::WeakUnboundedSender<Command>,
+    push: &PushInfo,
+) {
     match push.kind {
-        PushKind::Message => {
+        PushKind::Message | PushKind::SMessage => {
             if let Some(Value::BulkString(channel)) = push.data.first()
                 && let Ok(channel) = std::str::from_utf8(channel)
             {
@@ -151,7 +259,19 @@ fn on_push(hub: &ReleaseHub, state: &PushState, push: &PushInfo) {
                 .unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
             hub.wake_all();
         }
-        PushKind::Subscribe => {
+        PushKind::SUnsubscribe => {
+            // Ours (the channel is no longer wanted: the task ignores it), or the server's (the
+            // slot moved or its primary was demoted): subscribe again where it lives now. Its
+            // waiters look again meanwhile, in case a release fell in the gap.
+            if let Some(Value::BulkString(channel)) = push.data.first()
+                && let Ok(channel) = std::str::from_utf8(channel)
+                && let Some(commands) = commands.upgrade()
+            {
+                let _ = commands.send(Command::Resubscribe(channel.to_owned()));
+                hub.wake_watchers(channel);
+            }
+        }
+        PushKind::Subscribe | PushKind::SSubscribe => {
             // A confirmation of the automatic re-subscription after a reconnect: the channel is
             // live again, so its waiters re-check what they may have missed since the drop.
             let disconnected_at = *state
@@ -175,21 +295,39 @@ fn resp3_unsupported(error: &redis::RedisError) -> bool {
 }
 
 async fn connect(
-    info: redis::ConnectionInfo,
+    connector: &Connector,
+    commands: mpsc::WeakUnboundedSender<Command>,
     timeout: Duration,
     hub: ReleaseHub,
-) -> std::result::Result<ConnectionManager, redis::RedisError> {
-    let client = Client::open(info)?;
+) -> std::result::Result<Listener, redis::RedisError> {
     let state = PushState::default();
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout))
-        .set_automatic_resubscription()
-        .set_push_sender(move |push: PushInfo| {
-            on_push(&hub, &state, &push);
-            Ok::<(), redis::aio::SendError>(())
-        });
-    ConnectionManager::new_with_config(client, config).await
+    let on_push = move |push: PushInfo| {
+        on_push(&hub, &state, &commands, &push);
+        Ok::<(), redis::aio::SendError>(())
+    };
+    match connector {
+        Connector::Plain(info) => {
+            let client = Client::open(info.clone())?;
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(timeout))
+                .set_response_timeout(Some(timeout))
+                .set_automatic_resubscription()
+                .set_push_sender(on_push);
+            ConnectionManager::new_with_config(client, config)
+                .await
+                .map(Listener::Plain)
+        }
+        #[cfg(feature = "cluster")]
+        Connector::Sharded(nodes) => {
+            let client = redis::cluster::ClusterClientBuilder::new(nodes.clone())
+                .use_protocol(ProtocolVersion::RESP3)
+                .connection_timeout(timeout)
+                .response_timeout(timeout)
+                .push_sender(on_push)
+                .build()?;
+            client.get_async_connection().await.map(Listener::Sharded)
+        }
+    }
 }
 
 /// The first wait before a failed UNSUBSCRIBE is sent again; doubled after each failure.
@@ -274,12 +412,8 @@ fn answered_by_server(error: &redis::RedisError) -> bool {
 
 /// Sends `UNSUBSCRIBE channels...`. Returns `false` when the server may still hold the
 /// subscriptions: the request timed out or the connection failed.
-async fn unsubscribe(
-    manager: &mut ConnectionManager,
-    channels: Vec<String>,
-    timeout: Duration,
-) -> bool {
-    match tokio::time::timeout(timeout, manager.unsubscribe(&channels)).await {
+async fn unsubscribe(listener: &mut Listener, channels: Vec<String>, timeout: Duration) -> bool {
+    match tokio::time::timeout(timeout, listener.unsubscribe(&channels)).await {
         Ok(Ok(())) => true,
         Ok(Err(error)) if answered_by_server(&error) => {
             tracing::warn!(%error, ?channels, "unsubscribe refused by the server");
@@ -297,13 +431,14 @@ async fn unsubscribe(
 }
 
 async fn run(
-    info: redis::ConnectionInfo,
+    connector: Connector,
+    own_commands: mpsc::WeakUnboundedSender<Command>,
     timeout: Duration,
     hub: ReleaseHub,
     mut commands: mpsc::UnboundedReceiver<Command>,
     polling: Arc<AtomicBool>,
 ) {
-    let mut connection: Option<ConnectionManager> = None;
+    let mut connection: Option<Listener> = None;
     let mut channels = Channels::default();
     // When to send the UNSUBSCRIBE of `channels.leftover` again, and the wait after that.
     let mut retry_at: Option<tokio::time::Instant> = None;
@@ -346,7 +481,7 @@ async fn run(
                     continue;
                 }
                 if connection.is_none() {
-                    match connect(info.clone(), timeout, hub.clone()).await {
+                    match connect(&connector, own_commands.clone(), timeout, hub.clone()).await {
                         Ok(made) => connection = Some(made),
                         Err(error) if resp3_unsupported(&error) => {
                             tracing::warn!(%error, "server cannot push release notifications (no RESP3); waiters will poll");
@@ -384,6 +519,23 @@ async fn run(
                         Err(Error::Timeout { after: timeout })
                     }
                 });
+            }
+            Command::Resubscribe(channel) => {
+                if !channels.live.contains_key(&channel) {
+                    continue; // no longer wanted (or our own unsubscribe confirmed)
+                }
+                if let Some(listener) = connection.as_mut() {
+                    match tokio::time::timeout(timeout, listener.subscribe(&channel)).await {
+                        Ok(Ok(())) => {}
+                        // Its waiters keep their timers (capped by the holder's lease).
+                        Ok(Err(error)) => {
+                            tracing::warn!(%error, %channel, "could not subscribe again after the server dropped the subscription");
+                        }
+                        Err(_) => {
+                            tracing::warn!(%channel, "subscribing again after the server dropped the subscription timed out");
+                        }
+                    }
+                }
             }
             Command::Unsubscribe(channel, topic) => {
                 if !channels.release(&channel, topic) {

@@ -21,6 +21,7 @@ use crate::call::Calls;
 use crate::connection::Connection;
 use crate::connection::deferred::Deferred;
 use crate::kind::scripted;
+use crate::wire::announce::Announce;
 use crate::wire::errors::map_error;
 use crate::wire::keys;
 use crate::wire::reply::{acquire_outcome, millis, ttl_from_pttl};
@@ -151,7 +152,7 @@ pub(crate) async fn release(
         NativeDelete::None => {
             let (deleted,): (i64,) = calls
                 .run_coalesced(name, &FAST_RELEASE, 1, timeout, |command| {
-                    fast_release_arguments(command, name, owner_field, &channel);
+                    fast_release_arguments(command, name, owner_field, &channel, calls.announce());
                 })
                 .await?;
             deleted
@@ -169,9 +170,9 @@ pub(crate) async fn release(
                 delete.arg("IFEQ");
             }
             delete.arg(owner_field);
-            let mut publish = redis::cmd("PUBLISH");
-            publish.arg(&channel).arg(keys::UNLOCK_MESSAGE);
-            let replies = calls.send_coalesced(vec![delete, publish], timeout).await?;
+            let mut commands = vec![delete];
+            commands.extend(calls.announce().commands(name));
+            let replies = calls.send_coalesced(commands, timeout).await?;
             match replies.first() {
                 Some(Value::Int(deleted)) => *deleted,
                 Some(Value::ServerError(error)) => {
@@ -206,6 +207,7 @@ pub(crate) async fn abandon(
             let cleanup = Cleanup {
                 name: name.to_owned(),
                 owner_field: owner_field.to_owned(),
+                announce: calls.announce(),
             };
             // As for the reentrant lock: kept for the new connection, first in line.
             if error.is_ambiguous() && calls.connection().defer(Arc::new(cleanup)) {
@@ -236,6 +238,7 @@ pub(crate) async fn inspect(calls: &Calls, name: &str) -> Result<LockState> {
 struct Cleanup {
     name: String,
     owner_field: String,
+    announce: Announce,
 }
 
 impl Deferred for Cleanup {
@@ -244,6 +247,6 @@ impl Deferred for Cleanup {
     }
 
     fn command(&self, request_id: u64) -> Cmd {
-        fast_release_command(&self.name, &self.owner_field, request_id)
+        fast_release_command(&self.name, &self.owner_field, self.announce, request_id)
     }
 }

@@ -12,6 +12,7 @@ use redis::Cmd;
 use crate::call::Calls;
 use crate::connection::deferred::Deferred;
 use crate::kind::scripted;
+use crate::wire::announce::Announce;
 use crate::wire::keys;
 use crate::wire::reply::{acquire_outcome, count, millis};
 use crate::wire::scripts::{
@@ -58,7 +59,8 @@ pub(crate) async fn release(
                 .arg(millis(lease))
                 .arg(owner_field)
                 .arg(&channel)
-                .arg(keys::UNLOCK_MESSAGE);
+                .arg(keys::UNLOCK_MESSAGE)
+                .arg(calls.announce().arg());
         })
         .await?;
     Ok(match reply {
@@ -81,7 +83,7 @@ pub(crate) async fn abandon(calls: &Calls, name: &str, owner_field: &str, keep: 
     let channel = keys::channel(name);
     let abandoned: Result<(i64,)> = calls
         .run(name, &ABANDON, 1, calls.call_timeout(None), |command| {
-            abandon_arguments(command, name, owner_field, keep, &channel);
+            abandon_arguments(command, name, owner_field, keep, &channel, calls.announce());
         })
         .await;
     if let Err(error) = abandoned {
@@ -89,6 +91,7 @@ pub(crate) async fn abandon(calls: &Calls, name: &str, owner_field: &str, keep: 
             name: name.to_owned(),
             owner_field: owner_field.to_owned(),
             keep,
+            announce: calls.announce(),
         };
         // Not sent, or sent on a connection now being replaced: it runs first on the new
         // one (see `Connection::defer`), so it is done, not merely attempted.
@@ -116,6 +119,7 @@ struct Cleanup {
     name: String,
     owner_field: String,
     keep: u32,
+    announce: Announce,
 }
 
 impl Deferred for Cleanup {
@@ -124,6 +128,12 @@ impl Deferred for Cleanup {
     }
 
     fn command(&self, request_id: u64) -> Cmd {
-        abandon_command(&self.name, &self.owner_field, self.keep, request_id)
+        abandon_command(
+            &self.name,
+            &self.owner_field,
+            self.keep,
+            self.announce,
+            request_id,
+        )
     }
 }

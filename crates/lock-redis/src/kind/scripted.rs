@@ -83,7 +83,11 @@ pub(crate) async fn force_release(calls: &Calls, script: &LockScript, name: &str
     let channel = keys::channel(name);
     let (existed,): (i64,) = calls
         .run(name, script, 1, calls.call_timeout(None), |command| {
-            command.arg(name).arg(&channel).arg(keys::UNLOCK_MESSAGE);
+            command
+                .arg(name)
+                .arg(&channel)
+                .arg(keys::UNLOCK_MESSAGE)
+                .arg(calls.announce().arg());
         })
         .await?;
     Ok(existed == 1)

@@ -2,11 +2,17 @@
 -- Release the fast lock if `owner` holds it (compare and delete), and wake the waiters. Used
 -- when the server has no native compare-and-delete (Valkey 9 `DELIFEQ`, Redis 8.4 `DELEX`).
 -- KEYS[1] lock key; ARGV[1] owner field, ARGV[2] release channel, ARGV[3] release message,
--- ARGV[4] request id
+-- ARGV[4] how to announce the release ('p' PUBLISH, 's' SPUBLISH (a cluster's sharded
+-- channels), 'b' both), ARGV[5] request id
 -- Returns {request id, 1} when deleted, {request id, 0} when the owner did not hold it.
 if redis.call('get', KEYS[1]) == ARGV[1] then
     redis.call('del', KEYS[1])
-    redis.call('publish', ARGV[2], ARGV[3])
-    return {ARGV[4], 1}
+    if ARGV[4] ~= 's' then
+        redis.call('publish', ARGV[2], ARGV[3])
+    end
+    if ARGV[4] ~= 'p' then
+        redis.call('spublish', ARGV[2], ARGV[3])
+    end
+    return {ARGV[5], 1}
 end
-return {ARGV[4], 0}
+return {ARGV[5], 0}

@@ -1,15 +1,21 @@
 #!lua flags=allow-oom
 -- Delete the lock whoever holds it and wake the waiters.
--- KEYS[1] lock hash; ARGV[1] release channel, ARGV[2] release message, ARGV[3] request id
--- Returns {request id, 1} when the lock existed, {request id, 0} otherwise. A key of another type is not a lock and is left
--- alone (WRONGTYPE), as every other lock call does.
+-- KEYS[1] lock hash; ARGV[1] release channel, ARGV[2] release message, ARGV[3] how to announce the
+-- release ('p' PUBLISH, 's' SPUBLISH (a cluster's sharded channels), 'b' both), ARGV[4] request id
+-- Returns {request id, 1} when the lock existed, {request id, 0} otherwise. A key of another
+-- type is not a lock and is left alone (WRONGTYPE), as every other lock call does.
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
-    return {ARGV[3], 0}
+    return {ARGV[4], 0}
 end
 if kind ~= 'hash' then
     return redis.error_reply('WRONGTYPE the key holds a ' .. kind .. ', not a lock')
 end
 redis.call('del', KEYS[1])
-redis.call('publish', ARGV[1], ARGV[2])
-return {ARGV[3], 1}
+if ARGV[3] ~= 's' then
+    redis.call('publish', ARGV[1], ARGV[2])
+end
+if ARGV[3] ~= 'p' then
+    redis.call('spublish', ARGV[1], ARGV[2])
+end
+return {ARGV[4], 1}

@@ -2,14 +2,15 @@
 -- Give back one hold. Allowed under OOM: releasing frees memory.
 -- KEYS[1] lock hash
 -- ARGV[1] lease in ms (extends, never shortens, the remaining holds' lease), ARGV[2] owner field,
--- ARGV[3] release channel, ARGV[4] release message, ARGV[5] request id
+-- ARGV[3] release channel, ARGV[4] release message, ARGV[5] how to announce the release
+-- ('p' PUBLISH, 's' SPUBLISH (a cluster's sharded channels), 'b' both), ARGV[6] request id
 -- Returns {request id, result}: result -1 when the owner holds nothing (nothing changed), 0 when
 -- the lock was freed (and the release published), or the remaining hold count.
 -- The last hold (the usual case) is HGET, DEL, PUBLISH: no count is written for a key that is
 -- deleted next.
 local held = redis.call('hget', KEYS[1], ARGV[2])
 if not held then
-    return {ARGV[5], -1}
+    return {ARGV[6], -1}
 end
 if tonumber(held) > 1 then
     local count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
@@ -17,8 +18,13 @@ if tonumber(held) > 1 then
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
-    return {ARGV[5], count}
+    return {ARGV[6], count}
 end
 redis.call('del', KEYS[1])
-redis.call('publish', ARGV[3], ARGV[4])
-return {ARGV[5], 0}
+if ARGV[5] ~= 's' then
+    redis.call('publish', ARGV[3], ARGV[4])
+end
+if ARGV[5] ~= 'p' then
+    redis.call('spublish', ARGV[3], ARGV[4])
+end
+return {ARGV[6], 0}

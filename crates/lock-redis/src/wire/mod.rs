@@ -2,6 +2,7 @@
 //! ([`keys`]), the lock scripts and the commands built from them, reply decoding, and error
 //! mapping. Knows nothing of connections.
 
+pub(crate) mod announce;
 pub(crate) mod errors;
 pub mod keys;
 pub(crate) mod lock_script;

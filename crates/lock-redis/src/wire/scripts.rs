@@ -6,6 +6,7 @@ use std::sync::LazyLock;
 
 use redis::Cmd;
 
+use crate::wire::announce::Announce;
 use crate::wire::keys;
 use crate::wire::lock_script::LockScript;
 
@@ -62,23 +63,31 @@ pub(crate) fn abandon_arguments(
     owner_field: &str,
     keep: u32,
     channel: &str,
+    announce: Announce,
 ) {
     command
         .arg(name)
         .arg(owner_field)
         .arg(keep)
         .arg(channel)
-        .arg(keys::UNLOCK_MESSAGE);
+        .arg(keys::UNLOCK_MESSAGE)
+        .arg(announce.arg());
 }
 
 /// The cleanup script of the reentrant lock as one `EVAL` (for replaying it on a new
 /// connection): lowers `owner`'s hold count on `name` to at most `keep`.
-pub(crate) fn abandon_command(name: &str, owner_field: &str, keep: u32, request_id: u64) -> Cmd {
+pub(crate) fn abandon_command(
+    name: &str,
+    owner_field: &str,
+    keep: u32,
+    announce: Announce,
+    request_id: u64,
+) -> Cmd {
     let channel = keys::channel(name);
     ABANDON.command(
         true,
         1,
-        |command| abandon_arguments(command, name, owner_field, keep, &channel),
+        |command| abandon_arguments(command, name, owner_field, keep, &channel, announce),
         request_id,
     )
 }
@@ -89,22 +98,29 @@ pub(crate) fn fast_release_arguments(
     name: &str,
     owner_field: &str,
     channel: &str,
+    announce: Announce,
 ) {
     command
         .arg(name)
         .arg(owner_field)
         .arg(channel)
-        .arg(keys::UNLOCK_MESSAGE);
+        .arg(keys::UNLOCK_MESSAGE)
+        .arg(announce.arg());
 }
 
 /// The compare-and-delete script of the fast lock as one `EVAL`, for replaying a cleanup on a
 /// new connection.
-pub(crate) fn fast_release_command(name: &str, owner_field: &str, request_id: u64) -> Cmd {
+pub(crate) fn fast_release_command(
+    name: &str,
+    owner_field: &str,
+    announce: Announce,
+    request_id: u64,
+) -> Cmd {
     let channel = keys::channel(name);
     FAST_RELEASE.command(
         true,
         1,
-        |command| fast_release_arguments(command, name, owner_field, &channel),
+        |command| fast_release_arguments(command, name, owner_field, &channel, announce),
         request_id,
     )
 }
