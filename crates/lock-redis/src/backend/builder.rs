@@ -13,6 +13,7 @@ use crate::backend::redis_backend::RedisBackend;
 use crate::call::Calls;
 use crate::connection::Connection;
 use crate::connection::pubsub::Notifications;
+use crate::connection::source::Source;
 use crate::kind::fast::NativeDelete;
 use crate::wire::announce::Announce;
 
@@ -61,6 +62,14 @@ enum Target {
     /// A Redis Cluster, from these seed URLs.
     #[cfg(feature = "cluster")]
     Cluster(Vec<String>),
+    /// The primary of a Sentinel service.
+    #[cfg(feature = "sentinel")]
+    Sentinel {
+        sentinels: Vec<String>,
+        service: String,
+        /// Username and password for the data nodes (the Sentinels' own are in their URLs).
+        node_auth: Option<(Option<String>, String)>,
+    },
 }
 
 impl RedisBackendBuilder {
@@ -90,6 +99,21 @@ impl RedisBackendBuilder {
     #[must_use]
     pub fn sharded_pubsub(mut self, mode: ShardedPubSub) -> Self {
         self.sharded = mode;
+        self
+    }
+
+    /// Credentials for the data nodes of a Sentinel service (the Sentinels' own go in their
+    /// URLs). Ignored for other deployments.
+    #[cfg(feature = "sentinel")]
+    #[must_use]
+    pub fn sentinel_node_auth(
+        mut self,
+        username: Option<String>,
+        password: impl Into<String>,
+    ) -> Self {
+        if let Target::Sentinel { node_auth, .. } = &mut self.target {
+            *node_auth = Some((username, password.into()));
+        }
         self
     }
 
@@ -129,11 +153,34 @@ impl RedisBackendBuilder {
             Target::Standalone(url) => {
                 let client = open(url)?;
                 let connection = Connection::standalone(
-                    client.clone(),
+                    Source::Fixed(client.clone()),
                     self.connect_timeout,
                     self.command_timeout,
                 )
                 .await?;
+                (connection, Listen::Plain(client), Announce::Plain)
+            }
+            #[cfg(feature = "sentinel")]
+            Target::Sentinel {
+                sentinels,
+                service,
+                node_auth,
+            } => {
+                let source = sentinel_source(sentinels, service, node_auth.as_ref())?;
+                let connection = Connection::standalone(
+                    source.clone(),
+                    self.connect_timeout,
+                    self.command_timeout,
+                )
+                .await?;
+                // Notifications subscribe on the primary found now; after a failover that
+                // demotes it, it still relays the new primary's messages as a replica.
+                let client = tokio::time::timeout(self.connect_timeout, source.client())
+                    .await
+                    .map_err(|_| Error::Timeout {
+                        after: self.connect_timeout,
+                    })?
+                    .map_err(|error| crate::wire::errors::map_error(&error, Duration::ZERO))?;
                 (connection, Listen::Plain(client), Announce::Plain)
             }
             #[cfg(feature = "cluster")]
@@ -247,6 +294,51 @@ impl RedisBackend {
         }
     }
 
+    /// A builder for a backend on the primary of the Sentinel service `service`, found through
+    /// `sentinels` (URLs of the Sentinels, `redis://[user:password@]host:port`, with the
+    /// Sentinels' own credentials).
+    ///
+    /// The primary is looked up when connecting and again whenever the command connection is
+    /// replaced: after an I/O error or a timeout, and when the server answers `READONLY` (it
+    /// was demoted by a failover; the command did not run and is sent again to the new
+    /// primary). See `docs/deployments.md` for what a lock guarantees behind Sentinels.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use lock_redis::RedisBackend;
+    ///
+    /// # async fn demo() -> Result<(), lock_core::Error> {
+    /// let backend = RedisBackend::sentinel_builder(
+    ///     ["redis://127.0.0.1:26379/", "redis://127.0.0.1:26380/"],
+    ///     "mymaster",
+    /// )
+    /// .sentinel_node_auth(None, "data-node-password")
+    /// .connect()
+    /// .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "sentinel")]
+    #[must_use]
+    pub fn sentinel_builder<S: Into<String>>(
+        sentinels: impl IntoIterator<Item = S>,
+        service: impl Into<String>,
+    ) -> RedisBackendBuilder {
+        RedisBackendBuilder {
+            target: Target::Sentinel {
+                sentinels: sentinels.into_iter().map(Into::into).collect(),
+                service: service.into(),
+                node_auth: None,
+            },
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            notifications: NotificationMode::PubSub,
+            kind: LockKind::Reentrant,
+            sharded: ShardedPubSub::Auto,
+        }
+    }
+
     /// Connects with the default settings.
     ///
     /// # Errors
@@ -304,4 +396,53 @@ fn cluster_client(
         reason: format!("bad cluster settings: {error}"),
     })?;
     Ok((cluster, clients))
+}
+
+/// The source of a Sentinel service's primary.
+#[cfg(feature = "sentinel")]
+fn sentinel_source(
+    sentinels: &[String],
+    service: &str,
+    node_auth: Option<&(Option<String>, String)>,
+) -> Result<Source> {
+    if sentinels.is_empty() {
+        return Err(Error::InvalidConfig {
+            reason: "a Sentinel service needs at least one Sentinel URL".into(),
+        });
+    }
+    if service.is_empty() {
+        return Err(Error::InvalidConfig {
+            reason: "the Sentinel service name is empty".into(),
+        });
+    }
+    let infos = sentinels
+        .iter()
+        .map(|url| open(url).map(|client| client.get_connection_info().clone()))
+        .collect::<Result<Vec<_>>>()?;
+    let mut node = redis::sentinel::SentinelNodeConnectionInfo::default();
+    if let Some((username, password)) = node_auth {
+        let mut settings = redis::RedisConnectionInfo::default().set_password(password);
+        if let Some(username) = username {
+            settings = settings.set_username(username);
+        }
+        node = node.set_redis_connection_info(settings);
+    }
+    // Owned: without redis-rs's TLS feature `build` takes a `String`, with it `impl AsRef<str>`.
+    #[allow(clippy::unnecessary_to_owned)]
+    let client = redis::sentinel::SentinelClient::build(
+        infos.clone(),
+        service.to_owned(),
+        Some(node),
+        redis::sentinel::SentinelServerType::Master,
+    )
+    .map_err(|error| Error::InvalidConfig {
+        reason: format!("bad Sentinel settings: {error}"),
+    })?;
+    Ok(Source::Sentinel(
+        crate::connection::source::SentinelService {
+            client: std::sync::Arc::new(tokio::sync::Mutex::new(client)),
+            sentinels: infos,
+            service: service.to_owned(),
+        },
+    ))
 }

@@ -6,13 +6,16 @@ pub(crate) mod alignment;
 pub(crate) mod cluster;
 pub(crate) mod deferred;
 pub(crate) mod pubsub;
+#[cfg(feature = "sentinel")]
+pub(crate) mod sentinel_watch;
+pub(crate) mod source;
 pub(crate) mod standalone;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::Result;
-use redis::{Client, Cmd, Pipeline, RedisResult, Value};
+use redis::{Cmd, Pipeline, RedisResult, Value};
 
 use self::alignment::Alignment;
 #[cfg(feature = "cluster")]
@@ -91,11 +94,11 @@ impl Connection {
     ///
     /// As for connecting: a connection error, a timeout, or refused credentials.
     pub(crate) async fn standalone(
-        client: Client,
+        source: source::Source,
         connect_timeout: Duration,
         command_timeout: Duration,
     ) -> Result<Connection> {
-        Standalone::connect(client, connect_timeout, command_timeout)
+        Standalone::connect(source, connect_timeout, command_timeout)
             .await
             .map(Connection::Standalone)
     }

@@ -31,11 +31,12 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use lock_core::{Error, Result};
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, Value};
+use redis::{AsyncConnectionConfig, Cmd, Pipeline, Value};
 use tokio::sync::{Notify, watch};
 
 use crate::connection::alignment::Alignment;
 use crate::connection::deferred::Deferred;
+use crate::connection::source::Source;
 use crate::wire::errors::map_error;
 use crate::wire::reply::echoes;
 use crate::wire::scripts;
@@ -85,7 +86,7 @@ struct Current {
 const MAX_DEFERRED: usize = 10_000;
 
 struct Shared {
-    client: Client,
+    source: Source,
     config: AsyncConnectionConfig,
     /// The limit for one replacement attempt.
     attempt_timeout: Duration,
@@ -114,7 +115,7 @@ impl Standalone {
     /// `command_timeout` bounds each attempt to replace the connection later (twice that, at
     /// most `connect_timeout`): an attempt is a handful of round trips.
     pub(crate) async fn connect(
-        client: Client,
+        source: Source,
         connect_timeout: Duration,
         command_timeout: Duration,
     ) -> Result<Standalone> {
@@ -123,16 +124,21 @@ impl Standalone {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(connect_timeout))
             .set_response_timeout(None);
-        let mut link = tokio::time::timeout(connect_timeout, establish(&client, &config))
+        let mut link = tokio::time::timeout(connect_timeout, establish(&source, &config))
             .await
             .map_err(|_| Error::Timeout {
                 after: connect_timeout,
             })??;
         link.generation = 1;
         let (published, _) = watch::channel(1);
-        Ok(Standalone {
+        #[cfg(feature = "sentinel")]
+        let sentinel = match &source {
+            Source::Sentinel(service) => Some(service.clone()),
+            Source::Fixed(_) => None,
+        };
+        let standalone = Standalone {
             shared: Arc::new(Shared {
-                client,
+                source,
                 config,
                 attempt_timeout: (command_timeout * 2).min(connect_timeout),
                 current: Mutex::new(Current {
@@ -147,7 +153,33 @@ impl Standalone {
                 wanted: Notify::new(),
                 nonce: AtomicU64::new(rand_start()),
             }),
-        })
+        };
+        #[cfg(feature = "sentinel")]
+        if let Some(service) = sentinel {
+            let shared = Arc::downgrade(&standalone.shared);
+            super::sentinel_watch::follow_switches(
+                service.sentinels,
+                service.service,
+                move |event| {
+                    let Some(shared) = shared.upgrade() else {
+                        return false;
+                    };
+                    if let Some(why) = event {
+                        Standalone { shared }.discard_current(why);
+                    }
+                    true
+                },
+            );
+        }
+        Ok(standalone)
+    }
+
+    /// Discards the current link, if there is one (see [`Self::discard`]).
+    #[cfg_attr(not(feature = "sentinel"), allow(dead_code))]
+    fn discard_current(&self, why: &str) {
+        if let Some(link) = self.ready() {
+            self.discard(&link, why);
+        }
     }
 
     /// A fresh request id.
@@ -243,28 +275,60 @@ impl Standalone {
     }
 
     /// Sends `command` on `link` and returns the raw reply; a transport error discards the link.
+    ///
+    /// Behind Sentinels, a `READONLY` answer (the server was demoted: the command did not run)
+    /// discards the link and sends the command again on the next one, which goes to the primary
+    /// the Sentinels name then; callers bound the whole call with their timeout.
     pub(crate) async fn send(&self, link: &Arc<Link>, command: &Cmd) -> Result<Value> {
-        let mut connection = link.connection();
-        match connection.send_packed_command(command).await {
-            Ok(value) => Ok(value),
-            Err(error) => {
-                self.discard(link, "connection error");
-                Err(map_error(&error, Duration::ZERO))
+        let mut link = link.clone();
+        loop {
+            let mut connection = link.connection();
+            match connection.send_packed_command(command).await {
+                Ok(value) if self.demoted(&link, std::slice::from_ref(&value)) => {
+                    link = self.current().await;
+                }
+                Ok(value) => return Ok(value),
+                Err(error) => {
+                    self.discard(&link, "connection error");
+                    return Err(map_error(&error, Duration::ZERO));
+                }
             }
         }
     }
 
+    /// Whether `replies` say the server behind `link` is a replica now, while it should be the
+    /// primary of a Sentinel service; if so the link is discarded (its replacement looks the
+    /// primary up again).
+    fn demoted(&self, link: &Arc<Link>, replies: &[Value]) -> bool {
+        let read_only = |reply: &Value| matches!(reply, Value::ServerError(error) if error.kind() == Some(redis::ServerErrorKind::ReadOnly));
+        if self.shared.source.follows_primary() && replies.iter().any(read_only) {
+            self.discard(link, "the server is a replica now");
+            return true;
+        }
+        false
+    }
+
     /// Sends `pipeline` on `link` and returns its replies, error replies included. The caller
     /// judges a failure (it may be its own timeout's doing) and discards the link.
+    ///
+    /// Behind Sentinels, a pipeline answered `READONLY` (its writes did not run; a read may
+    /// have, which is harmless to repeat) goes again on the next link, as in [`Self::send`].
     pub(crate) async fn send_pipeline(
         &self,
         link: &Arc<Link>,
         pipeline: &Pipeline,
     ) -> redis::RedisResult<Vec<Value>> {
-        let mut connection = link.connection();
-        connection
-            .send_packed_commands(pipeline, 0, pipeline.len())
-            .await
+        let mut link = link.clone();
+        loop {
+            let mut connection = link.connection();
+            let replies = connection
+                .send_packed_commands(pipeline, 0, pipeline.len())
+                .await?;
+            if !self.demoted(&link, &replies) {
+                return Ok(replies);
+            }
+            link = self.current().await;
+        }
     }
 
     /// Sends `command` on `link` outside the lock protocol: no proof, and a failure does not
@@ -357,10 +421,10 @@ async fn replace(flag: ReplacingFlag) {
             return;
         };
         if attempts.len() < MAX_ATTEMPTS && tokio::time::Instant::now() >= next_start {
-            let (client, config) = (strong.client.clone(), strong.config.clone());
+            let (source, config) = (strong.source.clone(), strong.config.clone());
             let attempt_timeout = strong.attempt_timeout;
             attempts.push(async move {
-                tokio::time::timeout(attempt_timeout, establish(&client, &config))
+                tokio::time::timeout(attempt_timeout, establish(&source, &config))
                     .await
                     .unwrap_or(Err(Error::Timeout {
                         after: attempt_timeout,
@@ -454,7 +518,11 @@ async fn publish(shared: &Shared, link: &Arc<Link>) -> Result<()> {
 }
 
 /// Connects, learns how the server names this client, and loads the scripts.
-async fn establish(client: &Client, config: &AsyncConnectionConfig) -> Result<Link> {
+async fn establish(source: &Source, config: &AsyncConnectionConfig) -> Result<Link> {
+    let client = source
+        .client()
+        .await
+        .map_err(|error| map_error(&error, Duration::ZERO))?;
     let mut connection = client
         .get_multiplexed_async_connection_with_config(config)
         .await

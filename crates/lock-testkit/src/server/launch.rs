@@ -27,6 +27,8 @@ pub(super) struct Launch<'a> {
     pub(super) dir: &'a Path,
     pub(super) port: u16,
     pub(super) password: Option<&'a str>,
+    /// Run as a Sentinel (`--sentinel`).
+    pub(super) sentinel: bool,
 }
 
 /// Why a launch failed.
@@ -57,8 +59,11 @@ impl Launch<'_> {
             self.port
         )?;
         let mut command = Command::new(self.binary);
+        command.arg(self.config_path);
+        if self.sentinel {
+            command.arg("--sentinel");
+        }
         command
-            .arg(self.config_path)
             .current_dir(self.dir)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

@@ -108,6 +108,7 @@ impl RedisServer {
                 dir: dir.path(),
                 port,
                 password: options.requirepass.as_deref(),
+                sentinel: options.is_sentinel(),
             };
             match launch.run() {
                 Ok(child) => {
@@ -295,6 +296,7 @@ impl RedisServer {
             dir: self.dir.path(),
             port: self.port,
             password: self.options.requirepass.as_deref(),
+            sentinel: self.options.is_sentinel(),
         };
         let mut attempt = 0;
         let child = loop {
