@@ -120,5 +120,72 @@ fn locks_follow_a_failover() {
                 ReleaseOutcome::Released
             );
         }
+        killed_primary(&mut group).await;
     });
+}
+
+/// The primary is killed (SIGKILL) while a lock is held: the Sentinels notice within
+/// `down-after` (1 s) and promote the replica. New grants work again soon after the promotion;
+/// the held guard either keeps its lease (the grant had reached the replica) or reports it
+/// lost, and nothing of it is left once released.
+async fn killed_primary(group: &mut SentinelGroup) {
+    let locker = Locker::new(backend(group, LockKind::Reentrant).await);
+    let held = locker
+        .lock_with(
+            "sentinel:killed",
+            &LockOptions::new().watchdog_lease(Duration::from_secs(6)),
+        )
+        .await
+        .expect("lock")
+        .expect("granted");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let old = group.primary().expect("primary");
+    let killed_at = Instant::now();
+    tokio::task::block_in_place(|| group.node_mut(old).kill().expect("kill the primary"));
+    // Keep asking for fresh locks until one is granted.
+    let mut attempt = 0;
+    let granted_at = loop {
+        attempt += 1;
+        let name = format!("sentinel:after-kill:{attempt}");
+        let options = LockOptions::new().lease(Duration::from_secs(5)).no_wait();
+        if let Ok(Ok(Some(guard))) = tokio::time::timeout(
+            Duration::from_millis(500),
+            locker.lock_with(&name, &options),
+        )
+        .await
+        {
+            let at = Instant::now();
+            assert_eq!(
+                guard.release().await.expect("release"),
+                ReleaseOutcome::Released
+            );
+            break at;
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(30),
+            "no grant within 30 s of killing the primary"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let promoted = tokio::task::block_in_place(|| group.wait_new_primary(old)).expect("promotion");
+    assert_ne!(promoted, old);
+    let grants_after = granted_at.duration_since(killed_at);
+    eprintln!(
+        "killed primary: new grants after {grants_after:?}; held lease lost: {}",
+        held.is_lost()
+    );
+    // The goal: down-after (1 s) + the failover (a few seconds here) + 1 s.
+    assert!(
+        grants_after < lock_testkit::sentinel::DOWN_AFTER + Duration::from_secs(10),
+        "new grants took {grants_after:?}"
+    );
+    let outcome = held.release().await;
+    assert!(
+        matches!(
+            outcome,
+            Ok(ReleaseOutcome::Released | ReleaseOutcome::NotHeld)
+        ),
+        "{outcome:?}"
+    );
+    assert!(!locker.is_locked("sentinel:killed").await.expect("state"));
 }
