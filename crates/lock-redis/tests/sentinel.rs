@@ -124,12 +124,13 @@ fn locks_follow_a_failover() {
     });
 }
 
-/// The primary is killed (SIGKILL) while a lock is held: the Sentinels notice within
-/// `down-after` (1 s) and promote the replica. New grants work again soon after the promotion;
-/// the held guard either keeps its lease (the grant had reached the replica) or reports it
-/// lost, and nothing of it is left once released.
+/// The primary is killed (SIGKILL) while a lock is held (its grant on the replica already) and
+/// a waiter waits: the Sentinels notice within `down-after` (1 s) and promote the replica. New
+/// grants work again soon after the promotion, the held lock keeps its lease, and its release
+/// wakes the waiter at once: its notification connection moved to the new primary.
 async fn killed_primary(group: &mut SentinelGroup) {
     let locker = Locker::new(backend(group, LockKind::Reentrant).await);
+    let waiter = Locker::new(backend(group, LockKind::Reentrant).await);
     let held = locker
         .lock_with(
             "sentinel:killed",
@@ -138,8 +139,32 @@ async fn killed_primary(group: &mut SentinelGroup) {
         .await
         .expect("lock")
         .expect("granted");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let waiting = tokio::spawn(async move {
+        let guard = waiter
+            .lock_with(
+                "sentinel:killed",
+                &LockOptions::new().wait(Duration::from_secs(60)),
+            )
+            .await;
+        (guard, Instant::now())
+    });
     let old = group.primary().expect("primary");
+    // The grant has reached the replica: the promotion keeps it.
+    let replica = (0..group.len()).find(|&node| node != old && group.node(node).pid().is_some());
+    let replica = replica.expect("a live replica");
+    let mut replica = group
+        .node(replica)
+        .client()
+        .get_connection()
+        .expect("connect");
+    while !redis::cmd("EXISTS")
+        .arg("sentinel:killed")
+        .query::<bool>(&mut replica)
+        .expect("EXISTS")
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let killed_at = Instant::now();
     tokio::task::block_in_place(|| group.node_mut(old).kill().expect("kill the primary"));
     // Keep asking for fresh locks until one is granted.
@@ -179,13 +204,46 @@ async fn killed_primary(group: &mut SentinelGroup) {
         grants_after < lock_testkit::sentinel::DOWN_AFTER + Duration::from_secs(10),
         "new grants took {grants_after:?}"
     );
-    let outcome = held.release().await;
+    assert!(!held.is_lost(), "the lease survived the promotion");
+    assert!(!waiting.is_finished(), "the waiter still waits");
+    // The waiter listens on the new primary (not only polls): its subscription moved there.
+    let channel = lock_redis::keys::channel("sentinel:killed");
+    let mut primary = group
+        .node(promoted)
+        .client()
+        .get_connection()
+        .expect("connect");
+    let subscribed_by = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, subscribers): (String, u64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&channel)
+            .query(&mut primary)
+            .expect("PUBSUB NUMSUB");
+        if subscribers > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < subscribed_by,
+            "no subscriber of the lock's channel on the new primary"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let released_at = Instant::now();
+    assert_eq!(
+        held.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    let (guard, acquired_at) = waiting.await.expect("waiter task");
+    let guard = guard.expect("lock").expect("the waiter gets the lock");
+    let woke_after = acquired_at.duration_since(released_at);
     assert!(
-        matches!(
-            outcome,
-            Ok(ReleaseOutcome::Released | ReleaseOutcome::NotHeld)
-        ),
-        "{outcome:?}"
+        woke_after < Duration::from_secs(2),
+        "woken by the release on the new primary, not its timer: {woke_after:?}"
+    );
+    assert_eq!(
+        guard.release().await.expect("release"),
+        ReleaseOutcome::Released
     );
     assert!(!locker.is_locked("sentinel:killed").await.expect("state"));
 }

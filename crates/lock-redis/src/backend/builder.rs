@@ -52,6 +52,9 @@ enum Listen {
     /// A cluster, through its seeds.
     #[cfg(feature = "cluster")]
     Cluster(Vec<redis::Client>),
+    /// The primary of a Sentinel service, wherever it is.
+    #[cfg(feature = "sentinel")]
+    Primary(Source),
 }
 
 /// Where the backend connects.
@@ -173,15 +176,7 @@ impl RedisBackendBuilder {
                     self.command_timeout,
                 )
                 .await?;
-                // Notifications subscribe on the primary found now; after a failover that
-                // demotes it, it still relays the new primary's messages as a replica.
-                let client = tokio::time::timeout(self.connect_timeout, source.client())
-                    .await
-                    .map_err(|_| Error::Timeout {
-                        after: self.connect_timeout,
-                    })?
-                    .map_err(|error| crate::wire::errors::map_error(&error, Duration::ZERO))?;
-                (connection, Listen::Plain(client), Announce::Plain)
+                (connection, Listen::Primary(source), Announce::Plain)
             }
             #[cfg(feature = "cluster")]
             Target::Cluster(seeds) => {
@@ -220,6 +215,10 @@ impl RedisBackendBuilder {
             (NotificationMode::Polling(every), _) => Notifications::polling(every),
             (NotificationMode::PubSub, Listen::Plain(client)) => {
                 Notifications::pubsub(&client, self.command_timeout, DEFAULT_POLL_INTERVAL)
+            }
+            #[cfg(feature = "sentinel")]
+            (NotificationMode::PubSub, Listen::Primary(source)) => {
+                Notifications::primary(source, self.command_timeout, DEFAULT_POLL_INTERVAL)
             }
             // Waiters listen on the kinds releases are announced with.
             #[cfg(feature = "cluster")]

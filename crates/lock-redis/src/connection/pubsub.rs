@@ -39,6 +39,10 @@ enum Command {
     /// demoted): subscribe again where the slot lives now, if a topic still wants it.
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     Resubscribe(String),
+    /// The connection numbered so dropped and must be made anew elsewhere (the primary of a
+    /// Sentinel service may have moved): look it up, connect, subscribe every live channel.
+    #[cfg_attr(not(feature = "sentinel"), allow(dead_code))]
+    Reconnect(u64),
 }
 
 /// How the notification task reaches the server (one per task: its size does not matter).
@@ -50,6 +54,42 @@ enum Connector {
     /// Sharded pub/sub on a cluster: each channel on the node serving its slot.
     #[cfg(feature = "cluster")]
     Sharded(Vec<redis::ConnectionInfo>),
+    /// Plain pub/sub on the primary of a Sentinel service, looked up again after each
+    /// disconnection (redis-rs would reconnect to the old address).
+    #[cfg(feature = "sentinel")]
+    Primary(crate::connection::source::Source),
+}
+
+impl Connector {
+    /// The client of the one server to listen on (plain pub/sub).
+    async fn client(&self) -> redis::RedisResult<Client> {
+        match self {
+            Connector::Plain(info) => Client::open(info.clone()),
+            #[cfg(feature = "sentinel")]
+            Connector::Primary(source) => {
+                let info = source.client().await?.get_connection_info().clone();
+                let settings = info
+                    .redis_settings()
+                    .clone()
+                    .set_protocol(ProtocolVersion::RESP3);
+                Client::open(info.set_redis_settings(settings))
+            }
+            #[cfg(feature = "cluster")]
+            Connector::Sharded(_) => Err(redis::RedisError::from((
+                ErrorKind::Client,
+                "sharded pub/sub has no single server",
+            ))),
+        }
+    }
+
+    /// Whether a lost connection is made anew elsewhere rather than where it was.
+    fn follows_primary(&self) -> bool {
+        match self {
+            #[cfg(feature = "sentinel")]
+            Connector::Primary(_) => true,
+            _ => false,
+        }
+    }
 }
 
 /// The notification connection the task holds.
@@ -117,6 +157,17 @@ impl Notifications {
             timeout,
             poll_interval,
         )
+    }
+
+    /// Notifications over plain pub/sub on the primary of a Sentinel service, followed across
+    /// failovers (see [`Connector::Primary`]).
+    #[cfg(feature = "sentinel")]
+    pub fn primary(
+        source: crate::connection::source::Source,
+        timeout: Duration,
+        poll_interval: Duration,
+    ) -> Self {
+        Self::listening(vec![Connector::Primary(source)], timeout, poll_interval)
     }
 
     /// Notifications on a cluster: plain pub/sub through `plain` (one node: a cluster passes
@@ -233,6 +284,10 @@ impl Notifications {
 #[derive(Default)]
 struct PushState {
     disconnected_at: std::sync::Mutex<Option<std::time::Instant>>,
+    /// `Some(number)` when a disconnection must make the task reconnect elsewhere (a Sentinel
+    /// service's primary): the connection's number, so a late report of an old connection is
+    /// ignored.
+    reconnect: Option<u64>,
 }
 
 /// Subscription confirmations this soon after a disconnection are re-subscriptions.
@@ -258,6 +313,11 @@ fn on_push(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
             hub.wake_all();
+            if let Some(number) = state.reconnect
+                && let Some(commands) = commands.upgrade()
+            {
+                let _ = commands.send(Command::Reconnect(number));
+            }
         }
         PushKind::SUnsubscribe => {
             // Ours (the channel is no longer wanted: the task ignores it), or the server's (the
@@ -296,18 +356,34 @@ fn resp3_unsupported(error: &redis::RedisError) -> bool {
 
 async fn connect(
     connector: &Connector,
+    number: u64,
     commands: mpsc::WeakUnboundedSender<Command>,
     timeout: Duration,
     hub: ReleaseHub,
 ) -> std::result::Result<Listener, redis::RedisError> {
-    let state = PushState::default();
+    let state = PushState {
+        reconnect: connector.follows_primary().then_some(number),
+        ..PushState::default()
+    };
     let on_push = move |push: PushInfo| {
         on_push(&hub, &state, &commands, &push);
         Ok::<(), redis::aio::SendError>(())
     };
     match connector {
-        Connector::Plain(info) => {
-            let client = Client::open(info.clone())?;
+        Connector::Plain(_) => {
+            let client = connector.client().await?;
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(timeout))
+                .set_response_timeout(Some(timeout))
+                .set_automatic_resubscription()
+                .set_push_sender(on_push);
+            ConnectionManager::new_with_config(client, config)
+                .await
+                .map(Listener::Plain)
+        }
+        #[cfg(feature = "sentinel")]
+        Connector::Primary(_) => {
+            let client = connector.client().await?;
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(timeout))
                 .set_response_timeout(Some(timeout))
@@ -329,6 +405,9 @@ async fn connect(
         }
     }
 }
+
+/// The pause before trying again to reach a Sentinel service's primary for notifications.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
 
 /// The first wait before a failed UNSUBSCRIBE is sent again; doubled after each failure.
 const UNSUBSCRIBE_RETRY_FIRST: Duration = Duration::from_millis(250);
@@ -439,6 +518,8 @@ async fn run(
     polling: Arc<AtomicBool>,
 ) {
     let mut connection: Option<Listener> = None;
+    // Numbers the connections made, so a reconnect request about an old one is ignored.
+    let mut connections_made: u64 = 0;
     let mut channels = Channels::default();
     // When to send the UNSUBSCRIBE of `channels.leftover` again, and the wait after that.
     let mut retry_at: Option<tokio::time::Instant> = None;
@@ -481,7 +562,16 @@ async fn run(
                     continue;
                 }
                 if connection.is_none() {
-                    match connect(&connector, own_commands.clone(), timeout, hub.clone()).await {
+                    connections_made += 1;
+                    let made = connect(
+                        &connector,
+                        connections_made,
+                        own_commands.clone(),
+                        timeout,
+                        hub.clone(),
+                    )
+                    .await;
+                    match made {
                         Ok(made) => connection = Some(made),
                         Err(error) if resp3_unsupported(&error) => {
                             tracing::warn!(%error, "server cannot push release notifications (no RESP3); waiters will poll");
@@ -519,6 +609,48 @@ async fn run(
                         Err(Error::Timeout { after: timeout })
                     }
                 });
+            }
+            Command::Reconnect(number) => {
+                if number != connections_made || !connector.follows_primary() {
+                    continue;
+                }
+                // Drop the connection to the old address (its own reconnecting ends with it).
+                connection = None;
+                connections_made += 1;
+                let made = tokio::time::timeout(
+                    timeout,
+                    connect(
+                        &connector,
+                        connections_made,
+                        own_commands.clone(),
+                        timeout,
+                        hub.clone(),
+                    ),
+                )
+                .await;
+                match made {
+                    Ok(Ok(mut listener)) => {
+                        for channel in channels.live.keys() {
+                            if let Err(error) = listener.subscribe(channel).await {
+                                tracing::warn!(%error, %channel, "could not subscribe again on the new primary");
+                            }
+                        }
+                        connection = Some(listener);
+                        // Releases made during the gap: every waiter looks again.
+                        hub.wake_all();
+                    }
+                    _ => {
+                        // Try again shortly; waiters keep their timers meanwhile.
+                        let again = own_commands.clone();
+                        let number = connections_made;
+                        tokio::spawn(async move {
+                            tokio::time::sleep(RECONNECT_PAUSE).await;
+                            if let Some(commands) = again.upgrade() {
+                                let _ = commands.send(Command::Reconnect(number));
+                            }
+                        });
+                    }
+                }
             }
             Command::Resubscribe(channel) => {
                 if !channels.live.contains_key(&channel) {
