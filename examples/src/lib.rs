@@ -99,3 +99,115 @@ pub async fn raw_connection(url: &str) -> redis::RedisResult<redis::aio::Multipl
         .get_multiplexed_async_connection()
         .await
 }
+
+/// Where a demo's locks live: one server, a Redis Cluster, or the primary of a Sentinel
+/// service.
+#[derive(Debug, Clone)]
+pub enum Deployment {
+    /// One server at this URL.
+    Single(String),
+    /// A Redis Cluster, from these seed URLs.
+    Cluster(Vec<String>),
+    /// The primary of the Sentinel service `service`, through these Sentinel URLs.
+    Sentinel {
+        /// The Sentinels' URLs.
+        sentinels: Vec<String>,
+        /// The service name.
+        service: String,
+    },
+}
+
+/// A plain connection next to the locks, for the demo's own data.
+#[derive(Clone)]
+pub enum RawConnection {
+    /// To one server (or a Sentinel service's primary, as found when connecting).
+    Single(redis::aio::MultiplexedConnection),
+    /// To a Redis Cluster (commands routed by key).
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl RawConnection {
+    /// Runs `command` and reads its reply as `T`.
+    ///
+    /// # Errors
+    ///
+    /// The command's error.
+    pub async fn query<T: redis::FromRedisValue>(
+        &mut self,
+        command: &redis::Cmd,
+    ) -> redis::RedisResult<T> {
+        match self {
+            RawConnection::Single(connection) => command.query_async(connection).await,
+            RawConnection::Cluster(connection) => command.query_async(connection).await,
+        }
+    }
+}
+
+impl Deployment {
+    /// A locker on this deployment (a new client each call).
+    ///
+    /// # Errors
+    ///
+    /// As the backend's `connect`.
+    pub async fn locker(&self) -> distlock::Result<distlock::RedisLocker> {
+        let backend = match self {
+            Deployment::Single(url) => distlock::RedisBackend::connect(url.as_str()).await?,
+            Deployment::Cluster(seeds) => {
+                distlock::RedisBackend::cluster_builder(seeds.iter().cloned())
+                    .connect()
+                    .await?
+            }
+            Deployment::Sentinel { sentinels, service } => {
+                distlock::RedisBackend::sentinel_builder(
+                    sentinels.iter().cloned(),
+                    service.as_str(),
+                )
+                .connect()
+                .await?
+            }
+        };
+        Ok(distlock::Locker::new(backend))
+    }
+
+    /// A plain connection for the demo's own data.
+    ///
+    /// # Errors
+    ///
+    /// When the deployment cannot be reached.
+    pub async fn raw(&self) -> redis::RedisResult<RawConnection> {
+        match self {
+            Deployment::Single(url) => raw_connection(url).await.map(RawConnection::Single),
+            Deployment::Cluster(seeds) => redis::cluster::ClusterClient::new(seeds.clone())?
+                .get_async_connection()
+                .await
+                .map(RawConnection::Cluster),
+            Deployment::Sentinel { sentinels, service } => {
+                let mut sentinel = redis::sentinel::SentinelClient::build(
+                    sentinels.clone(),
+                    service.clone(),
+                    None,
+                    redis::sentinel::SentinelServerType::Master,
+                )?;
+                sentinel
+                    .get_async_connection()
+                    .await
+                    .map(RawConnection::Single)
+            }
+        }
+    }
+
+    /// The command-line flags that name this deployment (for worker processes).
+    #[must_use]
+    pub fn flags(&self) -> Vec<String> {
+        match self {
+            Deployment::Single(url) => vec!["--url".into(), url.clone()],
+            Deployment::Cluster(seeds) => vec!["--cluster".into(), seeds.join(",")],
+            Deployment::Sentinel { sentinels, service } => vec![
+                "--sentinel".into(),
+                sentinels.join(","),
+                "--service".into(),
+                service.clone(),
+            ],
+        }
+    }
+}

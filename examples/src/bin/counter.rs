@@ -5,9 +5,11 @@
 //! ```text
 //! cargo run -p distlock-examples --bin counter -- --tasks 500 --processes 2
 //! cargo run -p distlock-examples --bin counter -- --url redis://127.0.0.1:6379/ --increments 10
+//! cargo run -p distlock-examples --bin counter -- --cluster redis://127.0.0.1:7000/,redis://127.0.0.1:7001/
+//! cargo run -p distlock-examples --bin counter -- --sentinel redis://127.0.0.1:26379/ --service mymaster
 //! ```
 //!
-//! Without `--url` a private `redis-server` is started for the run. With `--processes P` the
+//! Without `--url`, `--cluster` or `--sentinel` a private `redis-server` is started for the run. With `--processes P` the
 //! program re-executes itself P times as worker processes (hidden `--child` flag), all talking to
 //! the same server; the parent resets the counter before and reads it after they all exit.
 //! Exits with 1 when the total is wrong (or a worker failed), 2 when no server could be started.
@@ -17,7 +19,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use distlock::{LockBackend, ReleaseOutcome};
-use distlock_examples::{DemoRedis, raw_connection};
+use distlock_examples::{DemoRedis, Deployment, RawConnection};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -27,10 +29,22 @@ type BoxError = Box<dyn Error + Send + Sync>;
 #[derive(Parser, Debug)]
 #[command(name = "counter")]
 struct Args {
-    /// Redis URL (`redis://host:port/`). Without it a private redis-server is started for the
-    /// run.
-    #[arg(long)]
+    /// Redis URL (`redis://host:port/`). Without it (or `--cluster`, `--sentinel`) a private
+    /// redis-server is started for the run.
+    #[arg(long, conflicts_with_all = ["cluster", "sentinel"])]
     url: Option<String>,
+
+    /// A Redis Cluster: seed URLs, comma-separated.
+    #[arg(long, value_delimiter = ',', conflicts_with = "sentinel")]
+    cluster: Vec<String>,
+
+    /// Sentinels (URLs, comma-separated) watching the primary named by `--service`.
+    #[arg(long, value_delimiter = ',', requires = "service")]
+    sentinel: Vec<String>,
+
+    /// The Sentinel service name (with `--sentinel`).
+    #[arg(long, requires = "sentinel")]
+    service: Option<String>,
 
     /// The lock name. The counter is kept in the key `<lock-name>:value`.
     #[arg(long, default_value = "distlock:demo:counter")]
@@ -53,8 +67,24 @@ struct Args {
     no_lock: bool,
 
     /// Run as a worker process of a multi-process run (set by the parent).
-    #[arg(long, hide = true, requires = "url")]
+    #[arg(long, hide = true)]
     child: bool,
+}
+
+impl Args {
+    /// The deployment named on the command line, if any.
+    fn deployment(&self) -> Option<Deployment> {
+        if !self.cluster.is_empty() {
+            return Some(Deployment::Cluster(self.cluster.clone()));
+        }
+        if let (false, Some(service)) = (self.sentinel.is_empty(), &self.service) {
+            return Some(Deployment::Sentinel {
+                sentinels: self.sentinel.clone(),
+                service: service.clone(),
+            });
+        }
+        self.url.clone().map(Deployment::Single)
+    }
 }
 
 /// The key holding the counter.
@@ -77,11 +107,14 @@ async fn main() -> ExitCode {
 }
 
 async fn parent(args: Args) -> Result<ExitCode, BoxError> {
-    let redis = match DemoRedis::from_arg(args.url.clone()) {
-        Ok(redis) => redis,
-        Err(code) => return Ok(code),
+    // A private server only when no deployment is named.
+    let (deployment, _private) = match args.deployment() {
+        Some(deployment) => (deployment, None),
+        None => match DemoRedis::from_arg(None) {
+            Ok(redis) => (Deployment::Single(redis.url().to_owned()), Some(redis)),
+            Err(code) => return Ok(code),
+        },
     };
-    let url = redis.url();
     let processes = args.processes.min(args.tasks);
     let expected = u64::from(args.tasks) * u64::from(args.increments);
     let key = counter_key(&args.lock_name);
@@ -90,21 +123,19 @@ async fn parent(args: Args) -> Result<ExitCode, BoxError> {
         args.tasks, args.increments, args.lock_name
     );
 
-    let mut raw = raw_connection(url).await?;
-    redis::cmd("SET")
-        .arg(&key)
-        .arg(0)
-        .exec_async(&mut raw)
-        .await?;
+    let mut raw = deployment.raw().await?;
+    let mut reset = redis::cmd("SET");
+    reset.arg(&key).arg(0);
+    raw.query::<()>(&reset).await?;
 
     // In a task of its own, like the workers: `lock()` is owned by the current tokio task.
-    tokio::spawn(show_layout(url.to_owned(), args.lock_name.clone())).await??;
+    tokio::spawn(show_layout(deployment.clone(), args.lock_name.clone())).await??;
 
     let started = Instant::now();
     let mut failed = false;
     let tally = if processes == 1 {
         run_tasks(
-            url,
+            &deployment,
             &args.lock_name,
             args.tasks,
             args.increments,
@@ -118,7 +149,9 @@ async fn parent(args: Args) -> Result<ExitCode, BoxError> {
         for index in 0..processes {
             let share = args.tasks / processes + u32::from(index < args.tasks % processes);
             let child = tokio::process::Command::new(&exe)
-                .args(["--child", "--url", url, "--lock-name", &args.lock_name])
+                .arg("--child")
+                .args(deployment.flags())
+                .args(["--lock-name", &args.lock_name])
                 .args(["--tasks", &share.to_string()])
                 .args(["--increments", &args.increments.to_string()])
                 .args(args.no_lock.then_some("--no-lock"))
@@ -137,7 +170,9 @@ async fn parent(args: Args) -> Result<ExitCode, BoxError> {
     };
     let elapsed = started.elapsed();
 
-    let actual: Option<u64> = redis::cmd("GET").arg(&key).query_async(&mut raw).await?;
+    let mut read = redis::cmd("GET");
+    read.arg(&key);
+    let actual: Option<u64> = raw.query(&read).await?;
     let actual = actual.unwrap_or(0);
     let seconds = elapsed.as_secs_f64();
     println!("expected total: {expected}");
@@ -179,9 +214,11 @@ async fn parent(args: Args) -> Result<ExitCode, BoxError> {
 
 /// A worker process of a multi-process run.
 async fn child(args: &Args) -> Result<ExitCode, BoxError> {
-    let url = args.url.as_deref().ok_or("--child needs --url")?;
+    let deployment = args
+        .deployment()
+        .ok_or("--child needs --url, --cluster or --sentinel")?;
     let tally = run_tasks(
-        url,
+        &deployment,
         &args.lock_name,
         args.tasks,
         args.increments,
@@ -203,19 +240,17 @@ async fn child(args: &Args) -> Result<ExitCode, BoxError> {
 
 /// Takes the lock once, before the run, and prints what it looks like on the server: Redisson's
 /// `RLock` layout.
-async fn show_layout(url: String, lock_name: String) -> Result<(), BoxError> {
+async fn show_layout(deployment: Deployment, lock_name: String) -> Result<(), BoxError> {
     let lock_name = lock_name.as_str();
-    let locker = distlock::connect(&url).await?;
+    let locker = deployment.locker().await?;
     let guard = locker.lock(lock_name).await?;
-    let mut raw = raw_connection(&url).await?;
-    let fields: Vec<(String, String)> = redis::cmd("HGETALL")
-        .arg(lock_name)
-        .query_async(&mut raw)
-        .await?;
-    let pttl: i64 = redis::cmd("PTTL")
-        .arg(lock_name)
-        .query_async(&mut raw)
-        .await?;
+    let mut raw = deployment.raw().await?;
+    let mut hgetall = redis::cmd("HGETALL");
+    hgetall.arg(lock_name);
+    let fields: Vec<(String, String)> = raw.query(&hgetall).await?;
+    let mut pttl = redis::cmd("PTTL");
+    pttl.arg(lock_name);
+    let pttl: i64 = raw.query(&pttl).await?;
     let fields: Vec<String> = fields
         .iter()
         .map(|(field, count)| format!("{field:?}: {count}"))
@@ -250,6 +285,8 @@ struct Tally {
     not_held: u64,
     /// Any other outcome (a reentrant hold left over): not expected here, each task holds once.
     other: u64,
+    /// Releases that failed (their outcome unknown: the lease ends the hold).
+    release_errors: u64,
 }
 
 impl Tally {
@@ -261,19 +298,20 @@ impl Tally {
         self.released += other.released;
         self.not_held += other.not_held;
         self.other += other.other;
+        self.release_errors += other.release_errors;
     }
 
     fn report(&self, who: &str) {
         println!(
-            "{who}: release() outcomes: {} Released, {} NotHeld, {} other",
-            self.released, self.not_held, self.other
+            "{who}: release() outcomes: {} Released, {} NotHeld, {} other, {} failed",
+            self.released, self.not_held, self.other, self.release_errors
         );
     }
 }
 
 /// Runs `tasks` tasks in this process, each making `increments` increments, each under the lock.
 async fn run_tasks(
-    url: &str,
+    deployment: &Deployment,
     lock_name: &str,
     tasks: u32,
     increments: u32,
@@ -281,8 +319,8 @@ async fn run_tasks(
 ) -> Result<Tally, BoxError> {
     // One locker (one client id, one watchdog, one pub/sub subscription) for the whole process;
     // each task is its own owner, since `lock()` is owned by the current tokio task.
-    let locker = distlock::connect(url).await?;
-    let raw = raw_connection(url).await?;
+    let locker = deployment.locker().await?;
+    let raw: RawConnection = deployment.raw().await?;
     let key = counter_key(lock_name);
     let mut set = JoinSet::new();
     for _ in 0..tasks {
@@ -295,19 +333,37 @@ async fn run_tasks(
             for _ in 0..increments {
                 // The critical section: a read-modify-write that is not atomic on its own.
                 let increment = async {
-                    let value: Option<u64> =
-                        redis::cmd("GET").arg(&key).query_async(&mut raw).await?;
-                    redis::cmd("SET")
-                        .arg(&key)
-                        .arg(value.unwrap_or(0) + 1)
-                        .exec_async(&mut raw)
-                        .await
+                    let mut read = redis::cmd("GET");
+                    read.arg(&key);
+                    let value: Option<u64> = raw.query(&read).await?;
+                    let mut write = redis::cmd("SET");
+                    write.arg(&key).arg(value.unwrap_or(0) + 1);
+                    raw.query::<()>(&write).await
                 };
                 if !use_lock {
                     increment.await?;
                     continue;
                 }
-                let guard = locker.lock(&lock_name).await?;
+                // A failover or a slot move can make a call time out or fail for a moment:
+                // such errors are retryable (the locker has cleaned up after the attempt), so
+                // try again, for up to a minute, as an application would.
+                let mut retry_until = None;
+                let guard = loop {
+                    match locker.lock(&lock_name).await {
+                        Ok(guard) => break guard,
+                        Err(error) if error.is_retryable() => {
+                            let until = *retry_until.get_or_insert_with(|| {
+                                Instant::now() + std::time::Duration::from_secs(60)
+                            });
+                            if Instant::now() >= until {
+                                return Err(error.into());
+                            }
+                            eprintln!("lock: {error}; trying again");
+                            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        }
+                        Err(error) => return Err(error.into()),
+                    }
+                };
                 // Race it against the loss of the lease: never keep writing without the lock.
                 tokio::select! {
                     written = increment => written?,
@@ -317,7 +373,17 @@ async fn run_tasks(
                 }
                 // Check what the release says: NotHeld means the lock expired or was deleted
                 // while we held it, so another holder may have run at the same time.
-                match guard.release().await? {
+                // A release that fails (a timeout during a failover) leaves the lock to its
+                // lease at worst: slower, never wrong. Counted and reported, not fatal.
+                let released = match guard.release().await {
+                    Ok(outcome) => outcome,
+                    Err(error) => {
+                        eprintln!("warning: release failed ({error}); the lease ends the hold");
+                        tally.release_errors += 1;
+                        continue;
+                    }
+                };
+                match released {
                     ReleaseOutcome::Released => tally.released += 1,
                     ReleaseOutcome::NotHeld => {
                         eprintln!("warning: the lock was no longer ours at release");

@@ -1,0 +1,86 @@
+//! `counter` counts exactly on a Redis Cluster while the lock's slot moves to another primary
+//! and its primary fails over, and on a Sentinel group: the binary itself, in worker processes,
+//! against real server processes. One deployment at a time.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lock_testkit::{FailoverMode, RedisCluster, SentinelGroup};
+
+const LOCK: &str = "distlock:demo:counter";
+
+fn counter(deployment: &[String]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_counter"))
+        .args(deployment)
+        .args(["--tasks", "500", "--processes", "2", "--increments", "6"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run counter")
+}
+
+fn assert_exact(child: std::process::Child) {
+    let output = child.wait_with_output().expect("counter output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("actual total:   3000"),
+        "counter failed\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
+    );
+    let retried = stderr.matches("trying again").count();
+    let release_failed = stderr.matches("release failed").count();
+    eprintln!(
+        "{}\nlock calls retried: {retried}, releases failed: {release_failed}",
+        stdout
+            .lines()
+            .filter(|line| line.contains("total")
+                || line.contains("elapsed")
+                || line.contains("outcomes"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn counts_exactly_on_a_cluster_while_it_changes() {
+    let mut cluster = RedisCluster::start(3, 1).expect("start a cluster");
+    let seeds = cluster.urls().join(",");
+    let started = Instant::now();
+    let child = counter(&["--cluster".into(), seeds]);
+    std::thread::sleep(Duration::from_millis(500));
+    // The lock's slot moves to another primary while the workers take turns on it...
+    let slot = cluster.slot_of(LOCK).expect("slot");
+    let from = cluster.primary_of_slot(slot).expect("owner");
+    let to = (0..3).find(|&node| node != from).expect("another primary");
+    cluster.move_slot(slot, to).expect("move the slot");
+    let moved_at = started.elapsed();
+    // ...and then its new primary fails over to its replica.
+    let replica = cluster.replicas_of(to).expect("replicas")[0];
+    cluster
+        .failover(replica, FailoverMode::Coordinated)
+        .expect("fail over");
+    let failed_over_at = started.elapsed();
+    assert_exact(child);
+    let finished_at = started.elapsed();
+    eprintln!(
+        "slot moved at {moved_at:?}, failed over at {failed_over_at:?}, counter done at {finished_at:?}"
+    );
+    assert!(
+        failed_over_at < finished_at,
+        "the changes happened while the counter ran"
+    );
+}
+
+#[test]
+fn counts_exactly_behind_sentinels() {
+    // One deployment at a time: wait for the cluster test's processes to be gone is not
+    // needed for correctness, only for load; a Sentinel group is 5 processes.
+    let group = SentinelGroup::start(1).expect("start a Sentinel group");
+    let child = counter(&[
+        "--sentinel".into(),
+        group.sentinel_urls().join(","),
+        "--service".into(),
+        group.service().into(),
+    ]);
+    assert_exact(child);
+}
