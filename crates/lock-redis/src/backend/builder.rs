@@ -207,9 +207,14 @@ impl RedisBackendBuilder {
                 (connection, Listen::Cluster(clients), announce)
             }
         };
+        // On a cluster the fast lock releases with its script: the native delete goes in a
+        // pipeline with the announcement, and a redirect (`ASK` during a slot move) covers only
+        // the pipeline's first command, so it could run twice.
         let native_delete = match self.kind {
-            LockKind::Fast => NativeDelete::detect(&connection, self.connect_timeout).await,
-            LockKind::Reentrant => NativeDelete::None,
+            LockKind::Fast if connection.coalesces() => {
+                NativeDelete::detect(&connection, self.connect_timeout).await
+            }
+            LockKind::Fast | LockKind::Reentrant => NativeDelete::None,
         };
         let notifications = match (self.notifications, listen) {
             (NotificationMode::Polling(every), _) => Notifications::polling(every),
@@ -263,8 +268,9 @@ impl RedisBackend {
     ///
     /// Every lock call goes to the primary serving its lock's slot (all keys and the channel of
     /// one lock share it), following `MOVED` and `ASK`; calls do not share pipelines. Release
-    /// notifications use plain pub/sub through the first seed (a cluster passes a `PUBLISH` to
-    /// every node). See `docs/deployments.md` for what a lock guarantees on a cluster.
+    /// notifications follow [`ShardedPubSub`] (by default both plain pub/sub, through the first
+    /// seed, and sharded pub/sub, on each channel's node). See `docs/deployments.md` for what a
+    /// lock guarantees on a cluster.
     ///
     /// # Example
     ///

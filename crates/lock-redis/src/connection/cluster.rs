@@ -191,11 +191,16 @@ impl Cluster {
             current.replacing = true;
         }
         let shared = self.shared.clone();
+        // Clears `replacing` however the task ends (also dropped with its runtime), so the next
+        // caller starts another.
+        let flag = ReplacingFlag {
+            shared: Arc::downgrade(&shared),
+        };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            lock(&shared.current).replacing = false;
-            return;
+            return; // the flag clears `replacing`; the next caller (with a runtime) starts one
         };
         runtime.spawn(async move {
+            let _flag = flag;
             loop {
                 let attempt =
                     tokio::time::timeout(shared.attempt_timeout, establish(&shared.client)).await;
@@ -207,7 +212,6 @@ impl Cluster {
                                 connection,
                                 generation: current.generation,
                             }));
-                            current.replacing = false;
                             current.generation
                         };
                         shared.published.send_modify(|seen| *seen = generation);
@@ -369,6 +373,19 @@ fn first_key(command: &Cmd) -> Option<Vec<u8>> {
             args.next().map(<[u8]>::to_vec)
         }
         _ => args.next().map(<[u8]>::to_vec),
+    }
+}
+
+/// Clears `replacing` when the replacement task ends in any way.
+struct ReplacingFlag {
+    shared: std::sync::Weak<Shared>,
+}
+
+impl Drop for ReplacingFlag {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.upgrade() {
+            lock(&shared.current).replacing = false;
+        }
     }
 }
 

@@ -28,12 +28,14 @@ use self::standalone::Standalone;
 ///
 /// An enum rather than a trait object, so a call costs no boxing and no dynamic dispatch; each
 /// operation matches on the kind: [`Connection::Standalone`] (one server) and, with the
-/// `cluster` feature, `Connection::Cluster` (a Redis Cluster; see [`cluster`] for what it
+/// `cluster` feature, `Connection::Cluster` (a Redis Cluster; see `cluster` for what it
 /// does not do yet: fenced replacement, deferred cleanups).
 ///
 /// # Contract
 ///
-/// What every kind guarantees, and the calls layer relies on:
+/// What the standalone kind guarantees (behind Sentinels too), and the calls layer relies on;
+/// the cluster kind keeps the first three and the last, replaces its whole connection on
+/// doubt without a fence, and keeps no deferred requests (see `cluster`):
 ///
 /// - **One link per call.** A call takes the current [`Link`] ([`Connection::ready`], or
 ///   [`Connection::current`] to wait while a replacement is being made) and sends all its
@@ -65,10 +67,8 @@ use self::standalone::Standalone;
 /// - **Scripts preloaded.** Each new link loads every lock script into the server's cache
 ///   (best effort); a call that meets `NOSCRIPT` sends its script whole.
 ///
-/// # Kinds to come
-///
-/// - **Sentinel**: the primary resolved again on an I/O error, `READONLY` or `+switch-master`,
-///   and the link swapped through the same fenced replacement.
+/// Sentinel is not a kind of its own: a standalone connection whose [`source::Source`] looks the
+/// primary up for each new link (see `sentinel_watch` for `+switch-master`).
 pub(crate) enum Connection {
     /// One server.
     Standalone(Standalone),

@@ -572,7 +572,19 @@ async fn run(
                     )
                     .await;
                     match made {
-                        Ok(made) => connection = Some(made),
+                        Ok(mut made) => {
+                            // Channels still live from an earlier connection (one that dropped
+                            // and could not be made again at once) are subscribed here again.
+                            for channel in channels.live.keys() {
+                                if let Err(error) = made.subscribe(channel).await {
+                                    tracing::warn!(%error, %channel, "could not subscribe again on a new notification connection");
+                                }
+                            }
+                            if !channels.live.is_empty() {
+                                hub.wake_all();
+                            }
+                            connection = Some(made);
+                        }
                         Err(error) if resp3_unsupported(&error) => {
                             tracing::warn!(%error, "server cannot push release notifications (no RESP3); waiters will poll");
                             polling.store(true, Ordering::Relaxed);
@@ -658,7 +670,9 @@ async fn run(
                 }
                 if let Some(listener) = connection.as_mut() {
                     match tokio::time::timeout(timeout, listener.subscribe(&channel)).await {
-                        Ok(Ok(())) => {}
+                        // Live again: its waiters look once more, in case a release fell
+                        // between the server dropping the subscription and now.
+                        Ok(Ok(())) => hub.wake_watchers(&channel),
                         // Its waiters keep their timers (capped by the holder's lease).
                         Ok(Err(error)) => {
                             tracing::warn!(%error, %channel, "could not subscribe again after the server dropped the subscription");

@@ -64,7 +64,10 @@ async fn listen(
     else {
         return true;
     };
-    if pubsub.subscribe(SWITCH_CHANNEL).await.is_err() {
+    if !matches!(
+        tokio::time::timeout(Duration::from_secs(2), pubsub.subscribe(SWITCH_CHANNEL)).await,
+        Ok(Ok(()))
+    ) {
         return true;
     }
     // A switch announced while no Sentinel was listened to would be missed: look the primary

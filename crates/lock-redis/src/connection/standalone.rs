@@ -297,22 +297,27 @@ impl Standalone {
     }
 
     /// Whether `replies` say the server behind `link` is a replica now, while it should be the
-    /// primary of a Sentinel service; if so the link is discarded (its replacement looks the
-    /// primary up again).
+    /// primary of a Sentinel service, and **none** of the requests ran: only then may they be
+    /// sent again. The link is discarded whenever any reply says `READONLY` (its replacement
+    /// looks the primary up again); when only some did (the demotion came in the middle of a
+    /// pipeline), the replies go back as they are, the refused calls failing with `ReadOnly`.
     fn demoted(&self, link: &Arc<Link>, replies: &[Value]) -> bool {
-        let read_only = |reply: &Value| matches!(reply, Value::ServerError(error) if error.kind() == Some(redis::ServerErrorKind::ReadOnly));
-        if self.shared.source.follows_primary() && replies.iter().any(read_only) {
-            self.discard(link, "the server is a replica now");
-            return true;
+        let read_only = |reply: &Value| {
+            matches!(reply, Value::ServerError(error)
+                if error.kind() == Some(redis::ServerErrorKind::ReadOnly))
+        };
+        if !self.shared.source.follows_primary() || !replies.iter().any(read_only) {
+            return false;
         }
-        false
+        self.discard(link, "the server is a replica now");
+        replies.iter().all(read_only)
     }
 
     /// Sends `pipeline` on `link` and returns its replies, error replies included. The caller
     /// judges a failure (it may be its own timeout's doing) and discards the link.
     ///
-    /// Behind Sentinels, a pipeline answered `READONLY` (its writes did not run; a read may
-    /// have, which is harmless to repeat) goes again on the next link, as in [`Self::send`].
+    /// Behind Sentinels, a pipeline whose every reply is `READONLY` (nothing ran) goes again on
+    /// the next link, as in [`Self::send`].
     pub(crate) async fn send_pipeline(
         &self,
         link: &Arc<Link>,

@@ -70,9 +70,16 @@ pub(crate) async fn renew(
                 .map(|(&index, renewed)| (index, RenewOutcome::from_held(renewed == 1)))
                 .collect::<Vec<_>>())
         });
-    let answers = futures_util::future::try_join_all(chunks).await?;
-    let mut outcomes = vec![RenewOutcome::NotHeld; renewals.len()];
-    for (index, outcome) in answers.into_iter().flatten() {
+    // One group failing (its slot's primary failing over) leaves the others' answers: its locks
+    // are undecided (`Unknown`, retried by the watchdog), unless every group failed.
+    let mut answers = futures_util::future::join_all(chunks).await;
+    if answers.iter().all(Result::is_err)
+        && let Some(Err(error)) = answers.pop()
+    {
+        return Err(error);
+    }
+    let mut outcomes = vec![RenewOutcome::Unknown; renewals.len()];
+    for (index, outcome) in answers.into_iter().filter_map(Result::ok).flatten() {
         outcomes[index] = outcome;
     }
     Ok(outcomes)

@@ -20,10 +20,10 @@ end
 redis.call('hdel', KEYS[1], ARGV[1])
 if redis.call('exists', KEYS[1]) == 0 then
     if ARGV[5] ~= 's' then
-        redis.call('publish', ARGV[3], ARGV[4])
+        redis.pcall('publish', ARGV[3], ARGV[4])
     end
     if ARGV[5] ~= 'p' then
-        redis.call('spublish', ARGV[3], ARGV[4])
+        redis.pcall('spublish', ARGV[3], ARGV[4])
     end
 end
 return {ARGV[6], 1}

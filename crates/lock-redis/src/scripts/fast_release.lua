@@ -8,10 +8,10 @@
 if redis.call('get', KEYS[1]) == ARGV[1] then
     redis.call('del', KEYS[1])
     if ARGV[4] ~= 's' then
-        redis.call('publish', ARGV[2], ARGV[3])
+        redis.pcall('publish', ARGV[2], ARGV[3])
     end
     if ARGV[4] ~= 'p' then
-        redis.call('spublish', ARGV[2], ARGV[3])
+        redis.pcall('spublish', ARGV[2], ARGV[3])
     end
     return {ARGV[5], 1}
 end

@@ -13,9 +13,9 @@ if kind ~= 'hash' then
 end
 redis.call('del', KEYS[1])
 if ARGV[3] ~= 's' then
-    redis.call('publish', ARGV[1], ARGV[2])
+    redis.pcall('publish', ARGV[1], ARGV[2])
 end
 if ARGV[3] ~= 'p' then
-    redis.call('spublish', ARGV[1], ARGV[2])
+    redis.pcall('spublish', ARGV[1], ARGV[2])
 end
 return {ARGV[4], 1}

@@ -7,7 +7,8 @@
 -- Returns {request id, result}: result -1 when the owner holds nothing (nothing changed), 0 when
 -- the lock was freed (and the release published), or the remaining hold count.
 -- The last hold (the usual case) is HGET, DEL, PUBLISH: no count is written for a key that is
--- deleted next.
+-- deleted next. The announcement uses pcall: a refused PUBLISH or SPUBLISH (an ACL without it)
+-- must not turn a release that happened into an error; waiters then wake on their timers.
 local held = redis.call('hget', KEYS[1], ARGV[2])
 if not held then
     return {ARGV[6], -1}
@@ -22,9 +23,9 @@ if tonumber(held) > 1 then
 end
 redis.call('del', KEYS[1])
 if ARGV[5] ~= 's' then
-    redis.call('publish', ARGV[3], ARGV[4])
+    redis.pcall('publish', ARGV[3], ARGV[4])
 end
 if ARGV[5] ~= 'p' then
-    redis.call('spublish', ARGV[3], ARGV[4])
+    redis.pcall('spublish', ARGV[3], ARGV[4])
 end
 return {ARGV[6], 0}
