@@ -8,14 +8,17 @@
 //    answer reads, through the calls layer.
 // 3. calls (`call`, `call::coalesce`): one lock call, alone or coalesced, within its timeout,
 //    its reply proven to be its own.
-// 2. connection (`connection` over `standalone`, `deferred`, `alignment`; `connection::pubsub`):
-//    one replaceable, fenced connection that knows commands, not locks (the seam for other
-//    server topologies), and the notification connection.
-// 1. wire (`wire::{keys, errors, lock_script, scripts, reply}`): names on the server, the
-//    scripts and the commands built from them, reply decoding, error mapping.
+// 2. connection (`connection` over `standalone` (with its `source`: one server, or a Sentinel
+//    service's primary, and `sentinel_watch`), `cluster`, `deferred`, `alignment`;
+//    `connection::pubsub`): one replaceable connection that knows commands, not locks, whatever
+//    the server topology, and the notification connections.
+// 1. wire (`wire::{keys, errors, announce, lock_script, scripts, reply}`): names on the server,
+//    how releases are announced, the scripts and the commands built from them, reply decoding,
+//    error mapping.
 
-//! Reentrant, watchdog-renewed, pub/sub-woken locks on one Redis or Valkey node, with the same
-//! data layout as Redisson's `RLock`, so Rust and Java services can share a lock.
+//! Reentrant, watchdog-renewed, pub/sub-woken locks on Redis or Valkey (one server; with the
+//! `cluster` feature a Redis Cluster, with `sentinel` the primary of a Sentinel service), with
+//! the same data layout as Redisson's `RLock`, so Rust and Java services can share a lock.
 //!
 //! | item | value |
 //! |---|---|
