@@ -18,6 +18,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::nodes::RedisNodes;
+use crate::server::info::field;
 use crate::server::{RedisServer, ServerError, ServerOptions};
 
 /// The number of hash slots of a Redis Cluster.
@@ -543,15 +544,6 @@ fn parse_node_line(line: &str) -> Option<NodeLine> {
         failed,
         replicates,
         slots,
-    })
-}
-
-/// The value of `name:value` in an `INFO` or `CLUSTER INFO` reply.
-fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
-    info.lines().find_map(|line| {
-        line.strip_prefix(name)
-            .and_then(|rest| rest.strip_prefix(':'))
-            .map(str::trim)
     })
 }
 

@@ -12,6 +12,7 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::server::info::field;
 use crate::server::{RedisServer, ServerError, ServerOptions};
 
 /// How long [`ReplicatedPair`] waits for a sync, a catch-up or a role change.
@@ -245,15 +246,6 @@ impl ReplicatedPair {
             thread::sleep(POLL_INTERVAL);
         }
     }
-}
-
-/// The value of `name:value` in an `INFO` reply.
-fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
-    info.lines().find_map(|line| {
-        line.strip_prefix(name)
-            .and_then(|rest| rest.strip_prefix(':'))
-            .map(str::trim)
-    })
 }
 
 /// `master_repl_offset` from `INFO replication`: on a primary, how much it has written to its

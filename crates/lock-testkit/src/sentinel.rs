@@ -12,6 +12,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::server::info::field;
 use crate::server::{RedisServer, ServerError, ServerOptions};
 
 /// The name the Sentinels know the primary by.
@@ -241,13 +242,4 @@ impl SentinelGroup {
             thread::sleep(POLL_INTERVAL);
         }
     }
-}
-
-/// The value of `name:value` in an `INFO` reply.
-fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
-    info.lines().find_map(|line| {
-        line.strip_prefix(name)
-            .and_then(|rest| rest.strip_prefix(':'))
-            .map(str::trim)
-    })
 }

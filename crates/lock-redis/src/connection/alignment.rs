@@ -10,3 +10,19 @@ pub(crate) enum Alignment {
     /// nothing can be told, and the link is kept.
     Refused(redis::ServerError),
 }
+
+impl Alignment {
+    /// What `reply` (`None`: a transport error or no answer) to `PING <nonce>` says.
+    pub(crate) fn of_ping(reply: Option<redis::Value>, nonce: u64) -> Alignment {
+        match reply {
+            Some(redis::Value::BulkString(bytes)) if bytes == nonce.to_string().as_bytes() => {
+                Alignment::Proven
+            }
+            Some(redis::Value::SimpleString(text)) if text == nonce.to_string() => {
+                Alignment::Proven
+            }
+            Some(redis::Value::ServerError(error)) => Alignment::Refused(error),
+            _ => Alignment::Broken,
+        }
+    }
+}

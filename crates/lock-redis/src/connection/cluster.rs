@@ -323,14 +323,7 @@ impl Cluster {
         let reply = connection
             .route_command(ping, RoutingInfo::SingleNode(primary_of(route)))
             .await;
-        let step = match reply {
-            Ok(Value::BulkString(bytes)) if bytes == nonce.to_string().as_bytes() => {
-                Alignment::Proven
-            }
-            Ok(Value::SimpleString(text)) if text == nonce.to_string() => Alignment::Proven,
-            Ok(Value::ServerError(error)) => return Alignment::Refused(error),
-            _ => Alignment::Broken,
-        };
+        let step = Alignment::of_ping(reply.ok(), nonce);
         if matches!(step, Alignment::Broken) {
             self.discard(link, "out of step");
         }

@@ -369,41 +369,26 @@ async fn connect(
         on_push(&hub, &state, &commands, &push);
         Ok::<(), redis::aio::SendError>(())
     };
-    match connector {
-        Connector::Plain(_) => {
-            let client = connector.client().await?;
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(timeout))
-                .set_response_timeout(Some(timeout))
-                .set_automatic_resubscription()
-                .set_push_sender(on_push);
-            ConnectionManager::new_with_config(client, config)
-                .await
-                .map(Listener::Plain)
-        }
-        #[cfg(feature = "sentinel")]
-        Connector::Primary(_) => {
-            let client = connector.client().await?;
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(timeout))
-                .set_response_timeout(Some(timeout))
-                .set_automatic_resubscription()
-                .set_push_sender(on_push);
-            ConnectionManager::new_with_config(client, config)
-                .await
-                .map(Listener::Plain)
-        }
-        #[cfg(feature = "cluster")]
-        Connector::Sharded(nodes) => {
-            let client = redis::cluster::ClusterClientBuilder::new(nodes.clone())
-                .use_protocol(ProtocolVersion::RESP3)
-                .connection_timeout(timeout)
-                .response_timeout(timeout)
-                .push_sender(on_push)
-                .build()?;
-            client.get_async_connection().await.map(Listener::Sharded)
-        }
+    #[cfg(feature = "cluster")]
+    if let Connector::Sharded(nodes) = connector {
+        let client = redis::cluster::ClusterClientBuilder::new(nodes.clone())
+            .use_protocol(ProtocolVersion::RESP3)
+            .connection_timeout(timeout)
+            .response_timeout(timeout)
+            .push_sender(on_push)
+            .build()?;
+        return client.get_async_connection().await.map(Listener::Sharded);
     }
+    // One server: the fixed one, or a Sentinel service's primary as found now.
+    let client = connector.client().await?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout))
+        .set_automatic_resubscription()
+        .set_push_sender(on_push);
+    ConnectionManager::new_with_config(client, config)
+        .await
+        .map(Listener::Plain)
 }
 
 /// The pause before trying again to reach a Sentinel service's primary for notifications.

@@ -280,16 +280,18 @@ impl Standalone {
     /// discards the link and sends the command again on the next one, which goes to the primary
     /// the Sentinels name then; callers bound the whole call with their timeout.
     pub(crate) async fn send(&self, link: &Arc<Link>, command: &Cmd) -> Result<Value> {
-        let mut link = link.clone();
+        // The caller's link, until a demotion moves the command to a new one.
+        let mut moved: Option<Arc<Link>> = None;
         loop {
+            let link = moved.as_ref().unwrap_or(link);
             let mut connection = link.connection();
             match connection.send_packed_command(command).await {
-                Ok(value) if self.demoted(&link, std::slice::from_ref(&value)) => {
-                    link = self.current().await;
+                Ok(value) if self.demoted(link, std::slice::from_ref(&value)) => {
+                    moved = Some(self.current().await);
                 }
                 Ok(value) => return Ok(value),
                 Err(error) => {
-                    self.discard(&link, "connection error");
+                    self.discard(link, "connection error");
                     return Err(map_error(&error, Duration::ZERO));
                 }
             }
@@ -323,16 +325,17 @@ impl Standalone {
         link: &Arc<Link>,
         pipeline: &Pipeline,
     ) -> redis::RedisResult<Vec<Value>> {
-        let mut link = link.clone();
+        let mut moved: Option<Arc<Link>> = None;
         loop {
+            let link = moved.as_ref().unwrap_or(link);
             let mut connection = link.connection();
             let replies = connection
                 .send_packed_commands(pipeline, 0, pipeline.len())
                 .await?;
-            if !self.demoted(&link, &replies) {
+            if !self.demoted(link, &replies) {
                 return Ok(replies);
             }
-            link = self.current().await;
+            moved = Some(self.current().await);
         }
     }
 
@@ -350,14 +353,7 @@ impl Standalone {
         let nonce = self.next_nonce();
         let mut ping = redis::cmd("PING");
         ping.arg(nonce);
-        let step = match self.send(link, &ping).await {
-            Ok(Value::BulkString(bytes)) if bytes == nonce.to_string().as_bytes() => {
-                Alignment::Proven
-            }
-            Ok(Value::SimpleString(text)) if text == nonce.to_string() => Alignment::Proven,
-            Ok(Value::ServerError(error)) => return Alignment::Refused(error),
-            _ => Alignment::Broken,
-        };
+        let step = Alignment::of_ping(self.send(link, &ping).await.ok(), nonce);
         if matches!(step, Alignment::Broken) {
             self.discard(link, "out of step");
         }

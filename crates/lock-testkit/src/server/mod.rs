@@ -18,6 +18,7 @@ mod binary;
 mod client_info;
 mod commands;
 mod error;
+pub(crate) mod info;
 mod launch;
 mod options;
 mod ports;
