@@ -81,6 +81,16 @@ pub enum Error {
     /// The server is loading, busy running a script, or otherwise temporarily unable to answer.
     #[error("the server is temporarily unavailable: {0}")]
     Unavailable(String),
+    /// Too few replicas acknowledged a grant in time (a backend asked to wait for replicas,
+    /// e.g. `lock_redis::ReplicaAck`, and to fail when they fall short). The grant was given
+    /// back before this error was returned. Retryable: replicas catch up or reconnect.
+    #[error("only {acknowledged} of the {required} replicas asked for acknowledged the write")]
+    NotReplicated {
+        /// How many replicas acknowledged the write within the wait.
+        acknowledged: u32,
+        /// How many were asked for.
+        required: u32,
+    },
     /// The server answered something this library does not understand.
     #[error("unexpected reply from the backend: {0}")]
     Protocol(String),
@@ -189,7 +199,8 @@ impl Error {
             | Error::ConnectionLost(_)
             | Error::ReadOnly(_)
             | Error::OutOfMemory(_)
-            | Error::Unavailable(_) => true,
+            | Error::Unavailable(_)
+            | Error::NotReplicated { .. } => true,
             // Retrying can help only if every failed node may recover.
             Error::Quorum(quorum) => quorum
                 .failures

@@ -12,9 +12,9 @@
 //    service's primary, and `sentinel_watch`), `cluster`, `deferred`, `alignment`;
 //    `connection::pubsub`): one replaceable connection that knows commands, not locks, whatever
 //    the server topology, and the notification connections.
-// 1. wire (`wire::{keys, errors, announce, lock_script, scripts, reply}`): names on the server,
-//    how releases are announced, the scripts and the commands built from them, reply decoding,
-//    error mapping.
+// 1. wire (`wire::{keys, errors, announce, replication, lock_script, scripts, reply}`): names on
+//    the server, how releases are announced, how writes are acknowledged by replicas, the
+//    scripts and the commands built from them, reply decoding, error mapping.
 
 //! Reentrant, watchdog-renewed, pub/sub-woken locks on Redis or Valkey (one server; with the
 //! `cluster` feature a Redis Cluster, with `sentinel` the primary of a Sentinel service), with
@@ -65,3 +65,4 @@ pub use backend::options::{
 };
 pub use backend::redis_backend::RedisBackend;
 pub use wire::keys;
+pub use wire::replication::{ReplicaAck, Shortfall};

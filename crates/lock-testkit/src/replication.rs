@@ -19,6 +19,8 @@ use crate::server::{RedisServer, ServerError, ServerOptions};
 const REPLICATION_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the replication state is polled while waiting.
 const POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// The key [`ReplicatedPair::link`] writes and deletes to see the replica acknowledge.
+const LINK_PROBE_KEY: &str = "lock-testkit:link-probe";
 /// Lines of server log shown in replication errors.
 const LOG_TAIL_LINES: usize = 20;
 
@@ -112,8 +114,8 @@ impl ReplicatedPair {
     }
 
     /// (Re)makes the replica a replica of the primary (`REPLICAOF 127.0.0.1 <primary port>`)
-    /// and waits until it has synced (`master_link_status:up`, no sync in progress; at most
-    /// 10 s). [`start`](Self::start) does this; call it again after [`cut_link`](Self::cut_link),
+    /// and waits until it has synced (`master_link_status:up`, no sync in progress) and
+    /// acknowledges writes (`WAIT` counts it), at most 10 s each. [`start`](Self::start) does this; call it again after [`cut_link`](Self::cut_link),
     /// [`promote`](Self::promote) or a restart of the replica. The replica's own data is
     /// replaced by the primary's.
     pub fn link(&mut self) -> Result<(), ServerError> {
@@ -134,7 +136,48 @@ impl ReplicatedPair {
                     && line.contains(&format!("port={}", self.replica.port()))
                     && line.contains("state=online")
             })
-        })
+        })?;
+        self.wait_acknowledging()
+    }
+
+    /// Waits until the replica acknowledges writes (`WAIT` counts it). Online is not enough: a
+    /// replica that synced without a disk gets the command stream, and is asked for
+    /// acknowledgements, only after its first own `REPLCONF ACK`, up to a second later. The
+    /// probe writes a key and deletes it, so nothing is left.
+    fn wait_acknowledging(&self) -> Result<(), ServerError> {
+        let failed = |source| ServerError::Command {
+            port: self.primary.port(),
+            command: "SET/DEL/WAIT 1 50 (the replica's acknowledgement)".to_owned(),
+            source,
+        };
+        let mut connection = self.primary.client().get_connection().map_err(failed)?;
+        let deadline = Instant::now() + REPLICATION_TIMEOUT;
+        loop {
+            let (acknowledged,): (u32,) = redis::pipe()
+                .cmd("SET")
+                .arg(LINK_PROBE_KEY)
+                .arg(1)
+                .ignore()
+                .cmd("DEL")
+                .arg(LINK_PROBE_KEY)
+                .ignore()
+                .cmd("WAIT")
+                .arg(1)
+                .arg(50)
+                .query(&mut connection)
+                .map_err(failed)?;
+            if acknowledged >= 1 {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(ServerError::Replication(format!(
+                    "timed out after {REPLICATION_TIMEOUT:?} waiting for the replica on port {} \
+                     to acknowledge writes of the primary on port {}",
+                    self.replica.port(),
+                    self.primary.port()
+                )));
+            }
+        }
     }
 
     /// Stops replication without promoting: the replica no longer receives the primary's

@@ -16,6 +16,7 @@ use crate::connection::pubsub::Notifications;
 use crate::connection::source::Source;
 use crate::kind::fast::NativeDelete;
 use crate::wire::announce::Announce;
+use crate::wire::replication::ReplicaAck;
 
 /// Builds a [`RedisBackend`].
 ///
@@ -41,6 +42,7 @@ pub struct RedisBackendBuilder {
     notifications: NotificationMode,
     kind: LockKind,
     sharded: ShardedPubSub,
+    replication: Option<ReplicaAck>,
 }
 
 /// Where waiters listen for releases, by deployment (made once per backend: its size does not
@@ -120,6 +122,30 @@ impl RedisBackendBuilder {
         self
     }
 
+    /// Make every grant, renewal and release wait until `ack` says enough replicas have it
+    /// (`WAIT`, or `WAITAOF`), in the same pipeline as the lock's own command; see
+    /// [`ReplicaAck`] for what happens when they fall short and what this does and does not
+    /// guarantee. Off by default. Calls then no longer share pipelines with each other.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use lock_redis::{RedisBackend, ReplicaAck};
+    ///
+    /// # async fn demo() -> Result<(), lock_core::Error> {
+    /// let backend = RedisBackend::builder("redis://127.0.0.1:6379/")
+    ///     .replica_ack(ReplicaAck::replicas(1))
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn replica_ack(mut self, ack: ReplicaAck) -> Self {
+        self.replication = Some(ack);
+        self
+    }
+
     /// How waiters learn about releases.
     #[must_use]
     pub fn notifications(mut self, mode: NotificationMode) -> Self {
@@ -151,6 +177,9 @@ impl RedisBackendBuilder {
             return Err(Error::InvalidConfig {
                 reason: format!("poll interval {every:?} is outside 1 ms ..= 1 h"),
             });
+        }
+        if let Some(ack) = &self.replication {
+            ack.check(self.command_timeout)?;
         }
         let (connection, listen, announce) = match &self.target {
             Target::Standalone(url) => {
@@ -207,6 +236,9 @@ impl RedisBackendBuilder {
                 (connection, Listen::Cluster(clients), announce)
             }
         };
+        if let Some(ack) = self.replication.filter(ReplicaAck::is_fsynced) {
+            check_fsync(&connection, &ack, self.connect_timeout).await?;
+        }
         // On a cluster the fast lock releases with its script: the native delete goes in a
         // pipeline with the announcement, and a redirect (`ASK` during a slot move) covers only
         // the pipeline's first command, so it could run twice.
@@ -240,7 +272,7 @@ impl RedisBackendBuilder {
             ),
         };
         Ok(RedisBackend::new(
-            Calls::new(connection, self.command_timeout, announce),
+            Calls::new(connection, self.command_timeout, announce, self.replication),
             notifications,
             self.kind,
             native_delete,
@@ -260,6 +292,7 @@ impl RedisBackend {
             notifications: NotificationMode::PubSub,
             kind: LockKind::Reentrant,
             sharded: ShardedPubSub::Auto,
+            replication: None,
         }
     }
 
@@ -296,6 +329,7 @@ impl RedisBackend {
             notifications: NotificationMode::PubSub,
             kind: LockKind::Reentrant,
             sharded: ShardedPubSub::Auto,
+            replication: None,
         }
     }
 
@@ -341,6 +375,7 @@ impl RedisBackend {
             notifications: NotificationMode::PubSub,
             kind: LockKind::Reentrant,
             sharded: ShardedPubSub::Auto,
+            replication: None,
         }
     }
 
@@ -358,6 +393,36 @@ fn open(url: &str) -> Result<redis::Client> {
     redis::Client::open(url).map_err(|error| Error::InvalidConfig {
         reason: format!("bad Redis URL: {error}"),
     })
+}
+
+/// Whether the server can wait for append-only-file fsyncs (`WAITAOF`, Redis 7.2+ and
+/// Valkey, with `appendonly yes`), asked with a 1 ms `WAITAOF 1 0 1` as Redisson probes.
+///
+/// # Errors
+///
+/// [`Error::InvalidConfig`] with the server's refusal; the error of the call when the server
+/// cannot be asked.
+async fn check_fsync(connection: &Connection, ack: &ReplicaAck, timeout: Duration) -> Result<()> {
+    let mut probe = redis::cmd("WAITAOF");
+    probe.arg(1).arg(0).arg(1);
+    let link = connection.current().await;
+    match tokio::time::timeout(timeout, connection.ask(&link, &probe)).await {
+        Ok(Ok(redis::Value::ServerError(refusal))) => Err(Error::InvalidConfig {
+            reason: format!(
+                "replica acknowledgement waits for fsyncs ({ack:?}), but the server refuses \
+                 WAITAOF (Redis 7.2+ or Valkey with appendonly yes needed): {refusal:?}"
+            ),
+        }),
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) if error.code().is_some() => Err(Error::InvalidConfig {
+            reason: format!(
+                "replica acknowledgement waits for fsyncs, but the server refuses WAITAOF \
+                 (Redis 7.2+ or Valkey with appendonly yes needed): {error}"
+            ),
+        }),
+        Ok(Err(error)) => Err(crate::wire::errors::map_error(&error, timeout)),
+        Err(_) => Err(Error::Timeout { after: timeout }),
+    }
 }
 
 /// Whether the cluster has sharded pub/sub (`PUBSUB SHARDNUMSUB` is known), as Redisson's

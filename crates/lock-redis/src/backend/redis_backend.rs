@@ -107,7 +107,7 @@ impl LockBackend for RedisBackend {
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
         let calls = &self.inner.calls;
         match self.inner.kind {
-            LockKind::Fast => fast::try_acquire(calls, request).await,
+            LockKind::Fast => fast::try_acquire(calls, self.inner.native_delete, request).await,
             LockKind::Reentrant => reentrant::try_acquire(calls, request).await,
         }
     }

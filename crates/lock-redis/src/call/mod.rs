@@ -15,7 +15,12 @@ use crate::connection::{Connection, Link};
 use crate::wire::announce::Announce;
 use crate::wire::errors::map_error;
 use crate::wire::lock_script::LockScript;
+use crate::wire::replication::ReplicaAck;
 use crate::wire::reply::{echoes, out_of_step, unattributable};
+
+/// What the replicas said of a write: `None` when no acknowledgement is asked for
+/// ([`Calls::replication`]), else how many acknowledged, or why the server refused to say.
+pub(crate) type Acknowledged = Option<Result<u32>>;
 
 /// How one backend makes its lock calls: the command connection, the queue that lets
 /// concurrent calls share pipelines, and the command timeout.
@@ -26,6 +31,8 @@ pub(crate) struct Calls {
     command_timeout: Duration,
     /// How releases are announced (plain, sharded or both kinds of pub/sub).
     announce: Announce,
+    /// Whether writes wait for replicas, and how many.
+    replication: Option<ReplicaAck>,
 }
 
 impl Calls {
@@ -33,8 +40,11 @@ impl Calls {
         connection: Connection,
         command_timeout: Duration,
         announce: Announce,
+        replication: Option<ReplicaAck>,
     ) -> Self {
-        let coalescer = if connection.coalesces() {
+        // A write waiting for replicas is a pipeline of its own (the wait ends it, and its
+        // answer is this write's): no sharing.
+        let coalescer = if connection.coalesces() && replication.is_none() {
             Coalescer::default()
         } else {
             Coalescer::never()
@@ -44,7 +54,13 @@ impl Calls {
             coalescer,
             command_timeout,
             announce,
+            replication,
         }
+    }
+
+    /// The replica acknowledgement asked after each write, if any.
+    pub(crate) fn replication(&self) -> Option<&ReplicaAck> {
+        self.replication.as_ref()
     }
 
     /// How releases are announced on the lock's channel.
@@ -88,18 +104,94 @@ impl Calls {
         let deadline = tokio::time::Instant::now() + timeout;
         let timed_out = || Error::Timeout { after: timeout };
         let link = self.link_by(deadline, timeout).await?;
-        let exchange = self.exchange(&link, route, script, keys, &fill);
+        let exchange = self.exchange(&link, route, script, keys, &fill, None);
         match tokio::time::timeout_at(deadline, exchange).await {
-            Ok(reply) => reply.and_then(|items| {
-                T::from_redis_value(Value::Array(items)).map_err(|error| {
-                    Error::Protocol(format!("unexpected lock script reply: {error}"))
-                })
-            }),
+            Ok(reply) => reply.and_then(|(items, _)| decode(items)),
             Err(_) => {
                 self.connection.discard(&link, "call timed out");
                 Err(timed_out())
             }
         }
+    }
+
+    /// Runs one lock script that writes, like [`Self::run`], and when writes wait for
+    /// replicas ([`Self::replication`]) asks for the acknowledgement in the same pipeline,
+    /// on the same connection, right after it.
+    pub(crate) async fn run_acked<T: FromRedisValue>(
+        &self,
+        route: &str,
+        script: &LockScript,
+        keys: usize,
+        timeout: Duration,
+        fill: impl Fn(&mut Cmd),
+    ) -> Result<(T, Acknowledged)> {
+        let Some(replication) = &self.replication else {
+            return Ok((self.run(route, script, keys, timeout, fill).await?, None));
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        let link = self.link_by(deadline, timeout).await?;
+        let wait = replication.command(timeout);
+        let exchange = self.exchange(&link, route, script, keys, &fill, Some(&wait));
+        match tokio::time::timeout_at(deadline, exchange).await {
+            Ok(Ok((items, acknowledged))) => {
+                let acknowledged = acknowledged
+                    .map(|reply| replication.acknowledged(reply))
+                    .unwrap_or_else(|| Err(Error::Protocol("no replica acknowledgement".into())));
+                Ok((decode(items)?, Some(acknowledged)))
+            }
+            Ok(Err(error)) => Err(error),
+            Err(_) => {
+                self.connection.discard(&link, "call timed out");
+                Err(Error::Timeout { after: timeout })
+            }
+        }
+    }
+
+    /// Runs one lock script that writes: shared with concurrent calls (as
+    /// [`Self::run_coalesced`]) when writes do not wait for replicas, else alone and
+    /// acknowledged (as [`Self::run_acked`]).
+    pub(crate) async fn run_write<T: FromRedisValue>(
+        self: &Arc<Self>,
+        route: &str,
+        script: &LockScript,
+        keys: usize,
+        timeout: Duration,
+        fill: impl Fn(&mut Cmd),
+    ) -> Result<(T, Acknowledged)> {
+        if self.replication.is_some() {
+            return self.run_acked(route, script, keys, timeout, fill).await;
+        }
+        let reply = self
+            .run_coalesced(route, script, keys, timeout, fill)
+            .await?;
+        Ok((reply, None))
+    }
+
+    /// Sends `commands` that write, as [`Self::send_coalesced`] when writes do not wait for
+    /// replicas, else in a pipeline of their own followed by the acknowledgement request.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::send_coalesced`].
+    pub(crate) async fn send_write(
+        self: &Arc<Self>,
+        mut commands: Vec<Cmd>,
+        timeout: Duration,
+    ) -> Result<(Vec<Value>, Acknowledged)> {
+        let Some(replication) = &self.replication else {
+            return Ok((self.send_coalesced(commands, timeout).await?, None));
+        };
+        commands.push(replication.command(timeout));
+        let mut pipeline = redis::pipe();
+        for command in commands {
+            pipeline.add_command(command);
+        }
+        let mut replies = self.send_pipeline(pipeline, timeout).await?;
+        let acknowledged = match replies.pop() {
+            Some(reply) => replication.acknowledged(reply),
+            None => Err(out_of_step()),
+        };
+        Ok((replies, Some(acknowledged)))
     }
 
     /// Sends `pipeline` followed by a `PING` with a fresh request id (answered with that id), and returns the replies
@@ -165,9 +257,7 @@ impl Calls {
         match reply.pop() {
             Some(Value::Array(mut items)) if !items.is_empty() => {
                 items.remove(0);
-                T::from_redis_value(Value::Array(items)).map_err(|error| {
-                    Error::Protocol(format!("unexpected lock script reply: {error}"))
-                })
+                decode(items)
             }
             Some(Value::ServerError(error)) => Err(map_error(&error.into(), timeout)),
             other => Err(Error::Protocol(format!(
@@ -221,7 +311,8 @@ impl Calls {
     }
 
     /// One request about the lock named `route` and its reply on `link`: the reply items after
-    /// the request id.
+    /// the request id, and the reply to `then`, a command sent right after the request in one
+    /// pipeline (the replica acknowledgement), when there is one.
     async fn exchange(
         &self,
         link: &Link,
@@ -229,13 +320,37 @@ impl Calls {
         script: &LockScript,
         keys: usize,
         fill: &impl Fn(&mut Cmd),
-    ) -> Result<Vec<Value>> {
+        then: Option<&Cmd>,
+    ) -> Result<(Vec<Value>, Option<Value>)> {
         let connection = &self.connection;
         let nonce = connection.next_request_id();
         let command = |whole: bool| script.command(whole, keys, fill, nonce);
-        let mut reply = connection
-            .send(link, route, &command(script.always_whole()))
-            .await?;
+        let send = |whole: bool| async move {
+            let Some(then) = then else {
+                return Ok((connection.send(link, route, &command(whole)).await?, None));
+            };
+            let mut pipeline = redis::pipe();
+            pipeline
+                .add_command(command(whole))
+                .add_command(then.clone());
+            match connection.send_pipeline(link, &pipeline).await {
+                Ok(replies) => {
+                    let mut replies = replies.into_iter();
+                    match (replies.next(), replies.next(), replies.next()) {
+                        (Some(reply), Some(after), None) => Ok((reply, Some(after))),
+                        _ => {
+                            connection.discard(link, "reply out of step");
+                            Err(out_of_step())
+                        }
+                    }
+                }
+                Err(error) => {
+                    connection.discard(link, "connection error");
+                    Err(map_error(&error, Duration::ZERO))
+                }
+            }
+        };
+        let (mut reply, mut after) = send(script.always_whole()).await?;
         if let Value::ServerError(error) = &reply
             && error.kind() == Some(ServerErrorKind::NoScript)
         {
@@ -246,12 +361,12 @@ impl Calls {
                 Alignment::Broken => return Err(out_of_step()),
                 Alignment::Refused(refusal) => return Err(unattributable(&refusal)),
             }
-            reply = connection.send(link, route, &command(true)).await?;
+            (reply, after) = send(true).await?;
         }
         match reply {
             Value::Array(mut items) if echoes(items.first(), nonce) => {
                 items.remove(0);
-                Ok(items)
+                Ok((items, after))
             }
             Value::ServerError(error) => match connection.in_step(link, route).await {
                 Alignment::Proven => Err(map_error(&error.into(), Duration::ZERO)),
@@ -293,4 +408,10 @@ impl Carrier for Calls {
             .map(|&count| replies.by_ref().take(count).collect())
             .collect())
     }
+}
+
+/// A lock script's reply items (after the request id) as `T`.
+fn decode<T: FromRedisValue>(items: Vec<Value>) -> Result<T> {
+    T::from_redis_value(Value::Array(items))
+        .map_err(|error| Error::Protocol(format!("unexpected lock script reply: {error}")))
 }

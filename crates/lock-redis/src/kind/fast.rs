@@ -17,10 +17,10 @@ use lock_core::{
 };
 use redis::{Cmd, Value};
 
-use crate::call::Calls;
+use crate::call::{Acknowledged, Calls};
 use crate::connection::Connection;
 use crate::connection::deferred::Deferred;
-use crate::kind::scripted;
+use crate::kind::{replicated, scripted};
 use crate::wire::announce::Announce;
 use crate::wire::errors::map_error;
 use crate::wire::keys;
@@ -64,13 +64,30 @@ impl NativeDelete {
 /// lock is held; the fenced-acquire script when a token is asked for.
 pub(crate) async fn try_acquire(
     calls: &Arc<Calls>,
+    native_delete: NativeDelete,
     request: AcquireRequest<'_>,
 ) -> Result<AcquireOutcome> {
+    let (outcome, acknowledged) = acquire_once(calls, request).await?;
+    if let AcquireOutcome::Acquired(_) = outcome
+        && let Err(shortfall) = replicated::grant_verdict(calls, request.name, acknowledged)
+    {
+        // Not reentrant: a grant is the owner's only hold; give it back, then refuse.
+        abandon(calls, native_delete, request.name, request.owner_field, 0).await?;
+        return Err(shortfall);
+    }
+    Ok(outcome)
+}
+
+/// One attempt, and what the replicas said of its write (when they were asked).
+async fn acquire_once(
+    calls: &Arc<Calls>,
+    request: AcquireRequest<'_>,
+) -> Result<(AcquireOutcome, Acknowledged)> {
     let timeout = calls.call_timeout(Some(request.lease));
     if request.fencing {
         let token_key = keys::token_key(request.name);
-        let reply: Vec<i64> = calls
-            .run(request.name, &FAST_ACQUIRE_FENCED, 2, timeout, |command| {
+        let (reply, acknowledged): (Vec<i64>, _) = calls
+            .run_acked(request.name, &FAST_ACQUIRE_FENCED, 2, timeout, |command| {
                 command
                     .arg(request.name)
                     .arg(&token_key)
@@ -78,7 +95,7 @@ pub(crate) async fn try_acquire(
                     .arg(request.owner_field);
             })
             .await?;
-        return acquire_outcome(&reply, true);
+        return Ok((acquire_outcome(&reply, true)?, acknowledged));
     }
     let mut set = redis::cmd("SET");
     set.arg(request.name)
@@ -88,10 +105,10 @@ pub(crate) async fn try_acquire(
         .arg(millis(request.lease));
     let mut attempt = 1;
     loop {
-        let replies = calls.send_coalesced(vec![set.clone()], timeout).await?;
+        let (replies, acknowledged) = calls.send_write(vec![set.clone()], timeout).await?;
         match replies.first() {
-            Some(Value::Okay) => return Ok(acquired()),
-            Some(Value::SimpleString(ok)) if ok == "OK" => return Ok(acquired()),
+            Some(Value::Okay) => return Ok((acquired(), acknowledged)),
+            Some(Value::SimpleString(ok)) if ok == "OK" => return Ok((acquired(), acknowledged)),
             // Held: a second round trip for how long, so the waiter's timer is capped by it.
             // Only the contended path pays it.
             Some(Value::Nil) => {
@@ -106,15 +123,17 @@ pub(crate) async fn try_acquire(
                     // Still gone after every attempt (the name is changing hands quickly):
                     // have the waiter look again at once.
                     Some(Value::Int(-2)) => {
-                        return Ok(AcquireOutcome::Held {
+                        let held = AcquireOutcome::Held {
                             ttl: Some(Duration::ZERO),
-                        });
+                        };
+                        return Ok((held, None));
                     }
                     // A TTL, or -1 (no expiry: `None`).
                     Some(Value::Int(pttl)) => {
-                        return Ok(AcquireOutcome::Held {
+                        let held = AcquireOutcome::Held {
                             ttl: ttl_from_pttl(*pttl),
-                        });
+                        };
+                        return Ok((held, None));
                     }
                     other => return Err(Error::Protocol(format!("PTTL answered {other:?}"))),
                 }
@@ -150,11 +169,12 @@ pub(crate) async fn release(
     let channel = keys::channel(name);
     let deleted = match native_delete {
         NativeDelete::None => {
-            let (deleted,): (i64,) = calls
-                .run_coalesced(name, &FAST_RELEASE, 1, timeout, |command| {
+            let ((deleted,), acknowledged): ((i64,), _) = calls
+                .run_write(name, &FAST_RELEASE, 1, timeout, |command| {
                     fast_release_arguments(command, name, owner_field, &channel, calls.announce());
                 })
                 .await?;
+            replicated::log_release(calls, name, acknowledged);
             deleted
         }
         native => {
@@ -172,7 +192,8 @@ pub(crate) async fn release(
             delete.arg(owner_field);
             let mut commands = vec![delete];
             commands.extend(calls.announce().commands(name));
-            let replies = calls.send_coalesced(commands, timeout).await?;
+            let (replies, acknowledged) = calls.send_write(commands, timeout).await?;
+            replicated::log_release(calls, name, acknowledged);
             match replies.first() {
                 Some(Value::Int(deleted)) => *deleted,
                 Some(Value::ServerError(error)) => {

@@ -11,7 +11,7 @@ use redis::Cmd;
 
 use crate::call::Calls;
 use crate::connection::deferred::Deferred;
-use crate::kind::scripted;
+use crate::kind::{replicated, scripted};
 use crate::wire::announce::Announce;
 use crate::wire::keys;
 use crate::wire::reply::{acquire_outcome, count, millis};
@@ -19,14 +19,15 @@ use crate::wire::scripts::{
     ABANDON, ACQUIRE, FORCE_RELEASE, INSPECT, RELEASE, RENEW, abandon_arguments, abandon_command,
 };
 
-/// `LockBackend::try_acquire`: the acquire script, in a pipeline shared with concurrent calls.
+/// `LockBackend::try_acquire`: the acquire script, in a pipeline shared with concurrent calls
+/// (or, when writes wait for replicas, followed by the wait, and given back on a shortfall).
 pub(crate) async fn try_acquire(
     calls: &Arc<Calls>,
     request: AcquireRequest<'_>,
 ) -> Result<AcquireOutcome> {
     let token_key = keys::token_key(request.name);
-    let reply: Vec<i64> = calls
-        .run_coalesced(
+    let (reply, acknowledged): (Vec<i64>, _) = calls
+        .run_write(
             request.name,
             &ACQUIRE,
             2,
@@ -41,7 +42,21 @@ pub(crate) async fn try_acquire(
             },
         )
         .await?;
-    acquire_outcome(&reply, request.fencing)
+    let outcome = acquire_outcome(&reply, request.fencing)?;
+    if let AcquireOutcome::Acquired(_) = outcome
+        && let Err(shortfall) = replicated::grant_verdict(calls, request.name, acknowledged)
+    {
+        // Given back to the holds known before this attempt, then refused.
+        abandon(
+            calls,
+            request.name,
+            request.owner_field,
+            request.known_holds,
+        )
+        .await?;
+        return Err(shortfall);
+    }
+    Ok(outcome)
 }
 
 /// `LockBackend::release`: the release script, in a pipeline shared with concurrent calls.
@@ -52,8 +67,8 @@ pub(crate) async fn release(
     lease: Duration,
 ) -> Result<ReleaseOutcome> {
     let channel = keys::channel(name);
-    let (reply,): (i64,) = calls
-        .run_coalesced(name, &RELEASE, 1, calls.call_timeout(None), |command| {
+    let ((reply,), acknowledged): ((i64,), _) = calls
+        .run_write(name, &RELEASE, 1, calls.call_timeout(None), |command| {
             command
                 .arg(name)
                 .arg(millis(lease))
@@ -63,6 +78,7 @@ pub(crate) async fn release(
                 .arg(calls.announce().arg());
         })
         .await?;
+    replicated::log_release(calls, name, acknowledged);
     Ok(match reply {
         -1 => ReleaseOutcome::NotHeld,
         0 => ReleaseOutcome::Released,

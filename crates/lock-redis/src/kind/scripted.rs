@@ -4,6 +4,7 @@
 use lock_core::{Error, LockState, RenewOutcome, Renewal, Result};
 
 use crate::call::Calls;
+use crate::kind::replicated;
 use crate::wire::keys;
 use crate::wire::lock_script::LockScript;
 use crate::wire::reply::{millis, ttl_from_pttl};
@@ -40,8 +41,8 @@ pub(crate) async fn renew(
         .map(|chunk| async move {
             // A chunk is never empty; its first name routes it.
             let route = renewals[chunk[0]].name;
-            let reply: Vec<i64> = calls
-                .run(
+            let (reply, acknowledged): (Vec<i64>, _) = calls
+                .run_acked(
                     route,
                     script,
                     chunk.len(),
@@ -64,10 +65,15 @@ pub(crate) async fn renew(
                     chunk.len()
                 )));
             }
+            // Too few replicas: renewed on the primary, but not yet to be counted on.
+            let stand = replicated::renewals_stand(calls, acknowledged);
             Ok(chunk
                 .iter()
                 .zip(reply)
-                .map(|(&index, renewed)| (index, RenewOutcome::from_held(renewed == 1)))
+                .map(|(&index, renewed)| match renewed {
+                    1 if !stand => (index, RenewOutcome::Unknown),
+                    renewed => (index, RenewOutcome::from_held(renewed == 1)),
+                })
                 .collect::<Vec<_>>())
         });
     // One group failing (its slot's primary failing over) leaves the others' answers: its locks
