@@ -1,12 +1,13 @@
 //! Locks on a Redis Cluster while it changes under them: the lock's slot moves to another
 //! primary, and its primary fails over to its replica, while the lock is held and a waiter
-//! waits. One test, so one cluster (6 processes) is alive at a time.
+//! waits; and replica acknowledgement asked of the lock's own primary. One test, so one
+//! cluster (6 processes) is alive at a time.
 #![cfg(feature = "cluster")]
 
 use std::time::{Duration, Instant};
 
-use lock_core::{LockOptions, Locker, ReleaseOutcome};
-use lock_redis::{LockKind, RedisBackend, ShardedPubSub, keys};
+use lock_core::{Error, LockOptions, Locker, ReleaseOutcome};
+use lock_redis::{LockKind, RedisBackend, ReplicaAck, ShardedPubSub, keys};
 use lock_testkit::{FailoverMode, RedisCluster};
 
 async fn locker(
@@ -94,9 +95,72 @@ async fn held_across(
     drop((a, b));
 }
 
+/// The acknowledgement is asked of the primary that took the write: with the replica of one
+/// primary paused, grants of a lock on that primary are refused (`NotReplicated`) and given
+/// back, while a lock on another primary is granted. (A `WAIT` sent alone through the cluster
+/// client would go to every primary; one sent to another primary would answer at once.)
+async fn acknowledgement_is_asked_of_the_locks_primary(cluster: &mut RedisCluster) {
+    let on_primary = |cluster: &RedisCluster, name: &str| {
+        cluster
+            .primary_of_slot(keys::slot(name))
+            .expect("the slot's primary")
+    };
+    let paused_name = "cluster-ack:paused";
+    let primary = on_primary(cluster, paused_name);
+    let other_name = (0..)
+        .map(|n| format!("cluster-ack:other:{n}"))
+        .find(|name| on_primary(cluster, name) != primary)
+        .expect("a name on another primary");
+    let replica = cluster.replicas_of(primary).expect("replicas")[0];
+    let locker = Locker::new(
+        RedisBackend::cluster_builder(cluster.urls())
+            .command_timeout(Duration::from_secs(2))
+            .replica_ack(ReplicaAck::replicas(1).timeout(Duration::from_millis(150)))
+            .connect()
+            .await
+            .expect("connect to the cluster"),
+    );
+    // Acknowledged everywhere while every replica runs.
+    for name in [paused_name, other_name.as_str()] {
+        let guard = locker.try_lock(name).await.expect("grant").expect("free");
+        assert_eq!(
+            guard.release().await.expect("release"),
+            ReleaseOutcome::Released
+        );
+    }
+    // Shorter than the cluster's node timeout: the replica is slow, not failed.
+    cluster
+        .node_mut(replica)
+        .pause()
+        .expect("pause the replica");
+    let refused = locker.try_lock(paused_name).await;
+    let granted = locker.try_lock(&other_name).await;
+    cluster
+        .node_mut(replica)
+        .resume()
+        .expect("resume the replica");
+    assert!(
+        matches!(
+            refused,
+            Err(Error::NotReplicated {
+                acknowledged: 0,
+                required: 1
+            })
+        ),
+        "lock on the paused replica's primary: {refused:?}"
+    );
+    let granted = granted.expect("grant on another primary").expect("free");
+    assert_eq!(
+        granted.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(keys_left(cluster), 0, "the refused grant was given back");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_follow_slot_moves_and_failovers() {
     let mut cluster = RedisCluster::start(3, 1).expect("start a cluster");
+    acknowledgement_is_asked_of_the_locks_primary(&mut cluster).await;
     // Sharded-only waiters (`On`) show the subscription following the slot: the server drops
     // it when the slot leaves its node, and it is made again where the slot lives now.
     for (setup, name) in [
