@@ -11,7 +11,10 @@
 //!
 //! Everything is done with the servers' own commands (`CLUSTER MEET`, `ADDSLOTSRANGE`,
 //! `REPLICATE`, `FAILOVER`, `SETSLOT`, `MIGRATE`), so the same fixture runs on Redis 7+ and
-//! Valkey.
+//! Valkey, and with its nodes in containers (feature `testcontainers`): the nodes are
+//! [`RedisServer`]s started with the options given, so `ServerOptions::container(image)` makes
+//! each one a container on the host network, and only the launch differs (see
+//! `crate::containers`). Such nodes cannot be paused or killed ([`ServerError::Unsupported`]).
 
 use std::collections::BTreeMap;
 use std::thread;
@@ -311,7 +314,7 @@ impl RedisCluster {
         // A former primary that still runs turns into a replica of the new one.
         let old_running = self
             .index_of(&old_primary)
-            .is_some_and(|old| self.nodes[old].pid().is_some() && !self.nodes[old].is_paused());
+            .is_some_and(|old| self.nodes[old].is_up() && !self.nodes[old].is_paused());
         self.wait_until("the replica to take over its primary's slots", |cluster| {
             let view = cluster.view_of_running()?;
             Ok(view.iter().all(|lines| {
@@ -423,7 +426,7 @@ impl RedisCluster {
     fn running(&self) -> impl Iterator<Item = &RedisServer> {
         self.nodes
             .iter()
-            .filter(|node| node.pid().is_some() && !node.is_paused())
+            .filter(|node| node.is_up() && !node.is_paused())
     }
 
     /// `CLUSTER NODES` of every running node.

@@ -606,10 +606,33 @@ pub async fn bad_input_is_rejected<H: Harness>(harness: &H) {
 ///
 /// The expression is evaluated once per test, inside that test's runtime. Tests run on a
 /// two-worker multi-thread tokio runtime.
+///
+/// `conformance_tests!(@sequence harness)` is instead a future running every case one after
+/// the other on `harness` (a reference to a [`Harness`](crate::conformance::Harness)), for a
+/// store too costly to share between parallel tests (such as a cluster in containers):
+///
+/// ```
+/// # use lock_core::MemoryBackend;
+/// # use lock_testkit::conformance::Harness;
+/// # struct Memory(MemoryBackend);
+/// # impl Harness for Memory {
+/// #     type Backend = MemoryBackend;
+/// #     async fn client(&self) -> MemoryBackend { self.0.new_client() }
+/// # }
+/// let harness = Memory(MemoryBackend::new());
+/// lock_testkit::conformance::run(lock_testkit::conformance_tests!(@sequence &harness));
+/// ```
 #[macro_export]
 macro_rules! conformance_tests {
+    (@sequence $harness:expr) => {
+        $crate::conformance_tests! { @every run $harness }
+    };
     ($harness:expr) => {
-        $crate::conformance_tests!(@cases $harness;
+        $crate::conformance_tests! { @every cases $harness }
+    };
+    // The one list of cases, for both forms (braces: an item or an expression alike).
+    (@every $mode:ident $harness:expr) => {
+        $crate::conformance_tests! { @$mode $harness;
             exclusion_between_owners,
             reentrant_counts,
             nested_shorter_lease_keeps_outer_hold,
@@ -628,7 +651,13 @@ macro_rules! conformance_tests {
             guard_released_from_another_task,
             fencing_tokens_increase,
             bad_input_is_rejected,
-        );
+        }
+    };
+    (@run $harness:expr; $($case:ident),* $(,)?) => {
+        async {
+            let harness = $harness;
+            $($crate::conformance::$case(harness).await;)*
+        }
     };
     (@cases $harness:expr; $($case:ident),* $(,)?) => {
         $(

@@ -1,171 +1,127 @@
-//! A Redis or Valkey server in a container, through the `testcontainers` crate (feature
-//! `testcontainers`, off by default).
+//! The same fixtures with their servers in containers (feature `testcontainers`, off by
+//! default), for integration tests against exact server images.
 //!
-//! **Process-based servers are the default**: [`RedisServer`](crate::RedisServer) runs the
-//! `redis-server` (or `valkey-server`) found on the machine, needs no container engine, starts
-//! in milliseconds and has fault controls (pause, kill, restart...). [`ContainerServer`] is for
-//! the rare test that needs one exact image, e.g. a server version the machine does not have.
-//! It needs a container engine (Docker or a compatible one, found the way `testcontainers`
-//! finds it: `DOCKER_HOST`, `~/.testcontainers.properties`, the default socket) running on this
-//! machine, since the server is reached on `127.0.0.1`.
+//! **Process-based servers are the default**: [`RedisServer`](crate::RedisServer) runs the `redis-server` (or
+//! `valkey-server`) found on the machine, needs no container engine, starts in milliseconds and
+//! has every fault control. With [`ServerOptions::container`](crate::ServerOptions::container) the same fixtures run their
+//! servers in containers of an image instead: [`RedisServer::start_with`](crate::RedisServer::start_with) for one server,
+//! [`RedisCluster::start_with`](crate::RedisCluster::start_with) for a cluster whose every node
+//! is a container (formed, failed over and resharded by the same code as a cluster of
+//! processes), [`RedisNodes::start_with`](crate::RedisNodes::start_with) for independent nodes.
+//!
+//! # The seam
+//!
+//! A fixture node is always a [`RedisServer`](crate::RedisServer); only its launch differs. Its options become the
+//! server's command line (`--port P --bind 127.0.0.1 --save "" ...`, plus `--cluster-enabled
+//! yes --cluster-port B --cluster-config-file nodes.conf` and the fixture's own directives for
+//! a cluster node) instead of a configuration file, and `docker run` starts it instead of a
+//! process spawn. Everything the fixtures say to a server goes over its port, so a cluster in
+//! containers is formed, failed over (`CLUSTER FAILOVER`) and resharded (`SETSLOT`, `MIGRATE`)
+//! as a cluster of processes is.
+//!
+//! # Loopback only: the host network
+//!
+//! Every container runs on the host network (`--network host`), its server bound to
+//! `127.0.0.1` on a free port the testkit chose, as a process would be; no port is mapped and
+//! no bridge address is ever contacted. The engine needs no bridge network at all
+//! (`dockerd --bridge=none --iptables=false` is enough), and cluster nodes announce
+//! `127.0.0.1`, the address their peers and the tests reach them on. Host networking needs a
+//! Linux engine (Docker Desktop's VM has its own loopback).
+//!
+//! # The image
+//!
+//! The tests take the image from [`IMAGE_ENV`] (`DISTLOCK_REDIS_IMAGE`); any image whose
+//! entrypoint runs the server with the arguments it is given works, such as the official
+//! `redis:7.4` or `valkey/valkey:8`. Where no registry can be reached,
+//! `scripts/ensure-docker.sh` builds [`LOCAL_IMAGE`] with `docker import` from a root
+//! filesystem holding the machine's `redis-server` and the libraries `ldd` lists:
+//!
+//! ```text
+//! scripts/ensure-docker.sh          # engine + local image, runs the container tests, stops
+//! DISTLOCK_REDIS_IMAGE=redis:7.4 cargo test -p lock-testkit --all-features --test containers
+//! ```
+//!
+//! The script uses an engine that answers, or installs Debian's `docker.io` and starts `dockerd`
+//! (as root) with its own data root, socket and pid file, without a bridge network, and stops
+//! it by pid at the end; when that cannot be done it prints why the container variant is
+//! skipped. The tests skip (with a line on stderr) when [`image_or_skip`] says so.
+//!
+//! # What a server in a container cannot do
+//!
+//! The fault controls that act on the server's process, [`pause`](crate::RedisServer::pause),
+//! [`resume`](crate::RedisServer::resume), [`kill`](crate::RedisServer::kill), [`stop`](crate::RedisServer::stop)
+//! and [`restart`](crate::RedisServer::restart) (and the [`RedisNodes`](crate::RedisNodes) ones built
+//! on them), return [`ServerError::Unsupported`]: the process is not the test's own, and
+//! [`pid`](crate::RedisServer::pid) is `None`. So a cluster in containers fails over with
+//! [`FailoverMode`](crate::FailoverMode)s that need no dead node, not by killing a primary.
+//! Faults sent as commands ([`kill_normal_clients`](crate::RedisServer::kill_normal_clients),
+//! [`script_flush`](crate::RedisServer::script_flush)...) work. A Sentinel cannot run in a container;
+//! [`RedisServer::log_tail`](crate::RedisServer::log_tail) reads the container's log, and
+//! [`binary`](crate::RedisServer::binary) is `docker`.
+//!
+//! Each container is removed (`docker rm --force`, by its id) when its [`RedisServer`](crate::RedisServer) is
+//! dropped. A test process killed outright leaves its containers behind; they carry the label
+//! [`LABEL`]`=<pid>` so they can be found and removed by id
+//! (`docker ps --all --quiet --filter label=distlock.testkit.pid`).
+//!
+//! The `docker` command drives the engine, not the `testcontainers` crate whose name the
+//! feature keeps: that crate's 0.28 speaks only Docker API 1.53 and Debian bookworm's engine
+//! (20.10) refuses anything newer than 1.41; the command negotiates.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::time::Duration;
+use crate::server::ServerError;
+use crate::server::container;
 
-use testcontainers::core::{IntoContainerPort, WaitFor};
-use testcontainers::runners::AsyncRunner;
-use testcontainers::{ContainerAsync, GenericImage, ImageExt, TestcontainersError};
+pub use crate::server::container::LABEL;
 
-/// A Redis image with an explicit tag, for [`ContainerServer::start`].
-pub const REDIS_IMAGE: &str = "redis:7.4.1";
-/// A Valkey image with an explicit tag, for [`ContainerServer::start`].
-pub const VALKEY_IMAGE: &str = "valkey/valkey:8.0.1";
+/// The environment variable naming the image the container tests run (`name[:tag]`).
+pub const IMAGE_ENV: &str = "DISTLOCK_REDIS_IMAGE";
 
-/// The port the server listens on inside the container.
-const SERVER_PORT: u16 = 6379;
-/// What both Redis and Valkey log once they accept connections.
-const READY_LINE: &str = "Ready to accept connections";
-/// How long [`ContainerServer::start`] waits for the server (pulling the image included).
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
+/// The image `scripts/ensure-docker.sh` builds from the machine's own `redis-server`.
+pub const LOCAL_IMAGE: &str = "distlock-redis:local";
 
-/// A Redis or Valkey server running in a container, reachable on `127.0.0.1` through a host
-/// port mapped to the container's port 6379.
+/// The image named by [`IMAGE_ENV`], if set and not empty.
+pub fn image_from_env() -> Option<String> {
+    std::env::var(IMAGE_ENV)
+        .ok()
+        .filter(|image| !image.is_empty())
+}
+
+/// The version of the container engine the `docker` command reaches.
 ///
-/// The container is removed when this value is dropped. Unlike
-/// [`RedisServer`](crate::RedisServer) there are no fault controls and no password: it is the
-/// image's default configuration.
+/// # Errors
+///
+/// [`ServerError::Container`] with the command's words when there is no `docker` command or no
+/// engine answers it.
+pub fn engine_version() -> Result<String, ServerError> {
+    container::engine_version()
+}
+
+/// The image a container test should run, or `None` after printing (on stderr) why `test` is
+/// skipped: [`IMAGE_ENV`] unset, or no container engine answering.
 ///
 /// ```no_run
-/// use lock_testkit::containers::{ContainerServer, VALKEY_IMAGE};
+/// use lock_testkit::containers::image_or_skip;
+/// use lock_testkit::{RedisServer, ServerOptions};
 ///
-/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// let server = ContainerServer::start(VALKEY_IMAGE).await?;
-/// let client = redis::Client::open(server.url())?;
-/// let mut con = client.get_multiplexed_async_connection().await?;
-/// let pong: String = redis::cmd("PING").query_async(&mut con).await?;
-/// assert_eq!(pong, "PONG");
-/// # Ok(())
-/// # }
+/// let Some(image) = image_or_skip("my_container_test") else {
+///     return Ok(());
+/// };
+/// let server = RedisServer::start_with(ServerOptions::new().container(image))?;
+/// # Ok::<(), lock_testkit::ServerError>(())
 /// ```
-pub struct ContainerServer {
-    image: String,
-    port: u16,
-    container: ContainerAsync<GenericImage>,
-}
-
-impl std::fmt::Debug for ContainerServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ContainerServer")
-            .field("image", &self.image)
-            .field("port", &self.port)
-            .field("container", &self.container.id())
-            .finish()
-    }
-}
-
-impl ContainerServer {
-    /// Starts a container of `image` (`name[:tag]`, e.g. [`REDIS_IMAGE`] or [`VALKEY_IMAGE`];
-    /// the tag defaults to `latest`), pulling it if needed, and waits until the server logs that
-    /// it accepts connections (at most 120 s, the pull included).
-    ///
-    /// # Errors
-    ///
-    /// The `testcontainers` error when no container engine is reachable, the image cannot be
-    /// pulled, the server does not become ready in time, or the mapped port cannot be read.
-    pub async fn start(image: &str) -> Result<Self, TestcontainersError> {
-        let (name, tag) = split_image(image);
-        let container = GenericImage::new(name, tag)
-            .with_exposed_port(SERVER_PORT.tcp())
-            .with_wait_for(WaitFor::message_on_stdout(READY_LINE))
-            .with_startup_timeout(STARTUP_TIMEOUT)
-            .start()
-            .await?;
-        let port = container.get_host_port_ipv4(SERVER_PORT.tcp()).await?;
-        Ok(Self {
-            image: image.to_owned(),
-            port,
-            container,
-        })
-    }
-
-    /// The image the container runs, as given to [`start`](Self::start).
-    pub fn image(&self) -> &str {
-        &self.image
-    }
-
-    /// The host port mapped to the container's port 6379.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// The server's address, `127.0.0.1:port`.
-    pub fn addr(&self) -> SocketAddr {
-        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.port))
-    }
-
-    /// The connection URL, `redis://127.0.0.1:PORT/`.
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    /// The container, for anything else `testcontainers` offers (logs, exec, stop...).
-    pub fn container(&self) -> &ContainerAsync<GenericImage> {
-        &self.container
-    }
-}
-
-/// Splits `name[:tag]` into name and tag (`latest` by default); a `:` before the last `/`
-/// belongs to a registry host (`host:5000/redis`), not to a tag.
-fn split_image(image: &str) -> (&str, &str) {
-    match image.rsplit_once(':') {
-        Some((name, tag)) if !tag.contains('/') => (name, tag),
-        _ => (image, "latest"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn image_names_split_into_name_and_tag() {
-        assert_eq!(split_image(REDIS_IMAGE), ("redis", "7.4.1"));
-        assert_eq!(split_image(VALKEY_IMAGE), ("valkey/valkey", "8.0.1"));
-        assert_eq!(split_image("redis"), ("redis", "latest"));
-        assert_eq!(
-            split_image("localhost:5000/redis"),
-            ("localhost:5000/redis", "latest")
+pub fn image_or_skip(test: &str) -> Option<String> {
+    let Some(image) = image_from_env() else {
+        eprintln!(
+            "skipping {test}: {IMAGE_ENV} is not set (scripts/ensure-docker.sh starts an engine, \
+             builds {LOCAL_IMAGE} and runs the container tests)"
         );
-        assert_eq!(
-            split_image("localhost:5000/redis:7"),
-            ("localhost:5000/redis", "7")
-        );
-    }
-
-    #[tokio::test]
-    #[ignore = "needs a container engine"]
-    async fn redis_and_valkey_images_answer_ping() {
-        for image in [REDIS_IMAGE, VALKEY_IMAGE] {
-            let server = ContainerServer::start(image)
-                .await
-                .unwrap_or_else(|err| panic!("start {image}: {err}"));
-            assert_eq!(server.image(), image);
-            assert_eq!(server.addr().port(), server.port());
-            assert!(server.addr().ip().is_loopback());
-            let client = redis::Client::open(server.url()).unwrap();
-            let mut con = client.get_multiplexed_async_connection().await.unwrap();
-            let pong: String = redis::cmd("PING").query_async(&mut con).await.unwrap();
-            assert_eq!(pong, "PONG", "{image}");
-            let info: String = redis::cmd("INFO")
-                .arg("server")
-                .query_async(&mut con)
-                .await
-                .unwrap();
-            let tag = image.rsplit_once(':').map(|(_, tag)| tag).unwrap();
-            assert!(
-                info.contains(tag),
-                "{image} reports another version:\n{info}"
-            );
+        return None;
+    };
+    match engine_version() {
+        Ok(_) => Some(image),
+        Err(err) => {
+            eprintln!("skipping {test}: no container engine answers ({err})");
+            None
         }
     }
 }

@@ -11,8 +11,9 @@
 //! - Server-side faults on any [`RedisServer`]: [`RedisServer::kill_pubsub_clients`],
 //!   [`RedisServer::kill_normal_clients`], [`RedisServer::script_flush`],
 //!   [`RedisServer::client_list`].
-//! - `containers` (feature `testcontainers`, off by default): a server in a container, for
-//!   the rare test that needs a specific image; process-based servers are the default.
+//! - `containers` (feature `testcontainers`, off by default): the same fixtures with their
+//!   servers in containers of an exact image, on the host network; process-based servers are
+//!   the default.
 //! - [`conformance`]: the behaviour every backend must show, as async functions plus the
 //!   [`conformance_tests!`] macro that turns them into one test each.
 //! - [`FencedResource`]: a protected counter on its own server that refuses stale fencing

@@ -99,7 +99,7 @@ impl RedisServer {
     }
 
     fn blocking_connection(&self, command: &str) -> Result<redis::Connection, ServerError> {
-        if self.pid().is_none() {
+        if !self.is_up() {
             return Err(ServerError::NotRunning { port: self.port() });
         }
         let con = self

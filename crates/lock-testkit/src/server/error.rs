@@ -74,4 +74,22 @@ pub enum ServerError {
     /// [`RedisCluster`](crate::RedisCluster)).
     #[error("cluster: {0}")]
     Cluster(String),
+    /// The operation needs something the server does not have: the fault controls that
+    /// signal a process ([`pause`](crate::RedisServer::pause), [`kill`](crate::RedisServer::kill),
+    /// [`restart`](crate::RedisServer::restart)...) on a server running in a container
+    /// (`ServerOptions::container`, feature `testcontainers`), which is no process of the
+    /// test's own.
+    #[error("`{operation}` is not supported for the Redis server at 127.0.0.1:{port}: {reason}")]
+    Unsupported {
+        /// The server's port.
+        port: u16,
+        /// The operation, e.g. `pause`.
+        operation: &'static str,
+        /// Why it is not supported.
+        reason: &'static str,
+    },
+    /// The container engine failed or could not be reached (feature `testcontainers`): the
+    /// `docker` command's own words.
+    #[error("container engine: {0}")]
+    Container(String),
 }

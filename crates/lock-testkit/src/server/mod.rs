@@ -17,6 +17,8 @@
 mod binary;
 mod client_info;
 mod commands;
+#[cfg(feature = "testcontainers")]
+pub(crate) mod container;
 mod error;
 pub(crate) mod info;
 mod launch;

@@ -9,6 +9,15 @@ use std::time::Duration;
 /// `AUTH` (if needed), `PING` and `INFO server` over a plain socket; returns the answering
 /// server's `process_id`.
 pub(super) fn probe(port: u16, password: Option<&str>) -> io::Result<Option<u32>> {
+    let info = server_info(port, password)?;
+    Ok(info.lines().find_map(|line| {
+        line.strip_prefix("process_id:")
+            .and_then(|pid| pid.trim().parse().ok())
+    }))
+}
+
+/// `AUTH` (if needed), `PING` and `INFO server` over a plain socket; returns the `INFO` text.
+pub(super) fn server_info(port: u16, password: Option<&str>) -> io::Result<String> {
     let addr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
     let stream = TcpStream::connect_timeout(&addr, Duration::from_millis(250))?;
     stream.set_read_timeout(Some(Duration::from_secs(1)))?;
@@ -23,14 +32,10 @@ pub(super) fn probe(port: u16, password: Option<&str>) -> io::Result<Option<u32>
     writer.write_all(&resp_command(&["PING"]))?;
     expect_simple(&mut reader, "PONG")?;
     writer.write_all(&resp_command(&["INFO", "server"]))?;
-    let info = match read_reply(&mut reader)? {
-        Reply::Bulk(info) => info,
-        other => return Err(unexpected(&other)),
-    };
-    Ok(info.lines().find_map(|line| {
-        line.strip_prefix("process_id:")
-            .and_then(|pid| pid.trim().parse().ok())
-    }))
+    match read_reply(&mut reader)? {
+        Reply::Bulk(info) => Ok(info),
+        other => Err(unexpected(&other)),
+    }
 }
 
 fn resp_command(args: &[&str]) -> Vec<u8> {

@@ -11,8 +11,12 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 use super::binary::{resolve_binary, server_version};
+#[cfg(feature = "testcontainers")]
+use super::container::{self, Container};
 use super::error::ServerError;
 use super::launch::{Launch, LaunchError, read_log_tail};
+#[cfg(feature = "testcontainers")]
+use super::options::render_args;
 use super::options::{ServerOptions, render_config};
 use super::ports::PortReservation;
 use super::signals::{Signal, signal, wait_for_stopped_state};
@@ -60,6 +64,10 @@ pub struct RedisServer {
     /// `Some` while a process is running; invariant: a `Some` child has not been reaped, so
     /// its pid cannot have been reused and may be signalled.
     child: Option<Child>,
+    /// `Some` for a server in a container (then `child` is always `None`); removes the
+    /// container when dropped.
+    #[cfg(feature = "testcontainers")]
+    container: Option<Container>,
     paused: bool,
     port: u16,
     cluster_port: Option<u16>,
@@ -85,7 +93,14 @@ impl RedisServer {
     ///
     /// Blocks until the server answers `PING` (at most 10 s). If the chosen port gets taken
     /// by someone else before the server binds it, a new port is tried (up to 5 times).
+    ///
+    /// With `ServerOptions::container` (feature `testcontainers`) the server runs in a
+    /// container instead, on the host network (see the `containers` module).
     pub fn start_with(options: ServerOptions) -> Result<Self, ServerError> {
+        #[cfg(feature = "testcontainers")]
+        if let Some(image) = options.container.clone() {
+            return Self::start_in_container(&image, options);
+        }
         let binary = resolve_binary(options.binary.as_deref())?;
         let version = server_version(&binary)?;
         let dir = tempfile::Builder::new()
@@ -114,6 +129,8 @@ impl RedisServer {
                 Ok(child) => {
                     return Ok(Self {
                         child: Some(child),
+                        #[cfg(feature = "testcontainers")]
+                        container: None,
                         paused: false,
                         port,
                         cluster_port,
@@ -133,6 +150,93 @@ impl RedisServer {
         Err(last_error.unwrap_or(ServerError::InvalidConfig(
             "no port attempt was made".to_owned(),
         )))
+    }
+
+    /// [`start_with`](Self::start_with) for [`ServerOptions::container`]: the same free ports
+    /// and retries, a container instead of a process.
+    #[cfg(feature = "testcontainers")]
+    fn start_in_container(image: &str, options: ServerOptions) -> Result<Self, ServerError> {
+        let dir = tempfile::Builder::new()
+            .prefix("distlock-redis-")
+            .tempdir()?;
+        let config_path = dir.path().join(CONFIG_FILE);
+        let log_path = dir.path().join(LOG_FILE);
+        let mut last_error = None;
+        for _ in 0..PORT_ATTEMPTS {
+            let ports = PortReservation::new(if options.cluster_enabled { 2 } else { 1 })?;
+            let port = ports.ports[0];
+            let cluster_port = ports.ports.get(1).copied();
+            let args = render_args(&options, port, cluster_port)?;
+            // For the record: what the server was started with.
+            fs::write(
+                &config_path,
+                format!("# docker run {image} {}\n", args.join(" ")),
+            )?;
+            match container::launch(image, &args, port, options.requirepass.as_deref()) {
+                Ok((container, version)) => {
+                    return Ok(Self {
+                        child: None,
+                        container: Some(container),
+                        paused: false,
+                        port,
+                        cluster_port,
+                        binary: PathBuf::from("docker"),
+                        version,
+                        options,
+                        config_path,
+                        log_path,
+                        _ports: ports,
+                        dir,
+                    });
+                }
+                Err(LaunchError::PortInUse(err)) => last_error = Some(err),
+                Err(LaunchError::Fatal(err)) => return Err(err),
+            }
+        }
+        Err(last_error.unwrap_or(ServerError::InvalidConfig(
+            "no port attempt was made".to_owned(),
+        )))
+    }
+
+    /// The id of the container the server runs in (`None` for a process); feature
+    /// `testcontainers`.
+    #[cfg(feature = "testcontainers")]
+    pub fn container_id(&self) -> Option<&str> {
+        self.container.as_ref().map(Container::id)
+    }
+
+    /// The image of the container the server runs in (`None` for a process); feature
+    /// `testcontainers`.
+    #[cfg(feature = "testcontainers")]
+    pub fn image(&self) -> Option<&str> {
+        self.container.as_ref().map(Container::image)
+    }
+
+    /// Whether the server runs in a container rather than as a process of ours.
+    fn in_container(&self) -> bool {
+        #[cfg(feature = "testcontainers")]
+        return self.container.is_some();
+        #[cfg(not(feature = "testcontainers"))]
+        false
+    }
+
+    /// Whether the server was started and not killed or stopped since (a process that exited
+    /// by itself counts until noticed; a container counts until dropped).
+    pub(crate) fn is_up(&self) -> bool {
+        self.child.is_some() || self.in_container()
+    }
+
+    /// [`ServerError::Unsupported`] for the process controls on a server in a container.
+    fn process_only(&self, operation: &'static str) -> Result<(), ServerError> {
+        if self.in_container() {
+            return Err(ServerError::Unsupported {
+                port: self.port,
+                operation,
+                reason: "the server runs in a container, not in a process of the test's own \
+                         to signal or start again",
+            });
+        }
+        Ok(())
     }
 
     /// The TCP port the server listens on (stays the same across [`restart`](Self::restart)).
@@ -170,33 +274,42 @@ impl RedisServer {
 
     /// The pid of the server process, or `None` after [`kill`](Self::kill) or
     /// [`stop`](Self::stop) (or once a server that exited by itself has been noticed by
-    /// [`is_running`](Self::is_running) or a fault control).
+    /// [`is_running`](Self::is_running) or a fault control). Always `None` for a server in a
+    /// container: its process is not the test's.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
 
     /// The server's working directory (RDB/AOF files, config, log). It lives as long as this
-    /// value, across [`kill`](Self::kill) and [`restart`](Self::restart).
+    /// value, across [`kill`](Self::kill) and [`restart`](Self::restart). A server in a
+    /// container keeps its files in the container; this directory then only holds the command
+    /// line it was started with.
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
 
-    /// The path of the server log (stdout and stderr of every run, appended).
+    /// The path of the server log (stdout and stderr of every run, appended). Empty for a
+    /// server in a container, whose log is the container's (see [`log_tail`](Self::log_tail)).
     pub fn log_path(&self) -> &Path {
         &self.log_path
     }
 
     /// The last `max_lines` lines of the server log (empty if it cannot be read).
     pub fn log_tail(&self, max_lines: usize) -> String {
+        #[cfg(feature = "testcontainers")]
+        if let Some(container) = &self.container {
+            return container.log_tail(max_lines);
+        }
         read_log_tail(&self.log_path, 0, max_lines)
     }
 
-    /// The server binary in use.
+    /// The server binary in use (`docker` for a server in a container).
     pub fn binary(&self) -> &Path {
         &self.binary
     }
 
-    /// The flavour and version from `<binary> --version`, e.g. `Redis server v=7.0.15` or
+    /// The flavour and version from `<binary> --version` (from `INFO server` for a server in a
+    /// container), e.g. `Redis server v=7.0.15` or
     /// `Valkey server v=9.0.0`.
     pub fn version(&self) -> &str {
         &self.version
@@ -210,6 +323,10 @@ impl RedisServer {
     /// Whether the process is running (paused counts as running). Reaps a process that
     /// exited by itself, after which [`pid`](Self::pid) is `None`.
     pub fn is_running(&mut self) -> bool {
+        #[cfg(feature = "testcontainers")]
+        if let Some(container) = &self.container {
+            return container.is_running().unwrap_or(false);
+        }
         self.running_pid().is_ok()
     }
 
@@ -221,7 +338,10 @@ impl RedisServer {
     /// Freezes the server with `SIGSTOP`: connections stay open (the kernel still accepts new
     /// ones) but no command is answered until [`resume`](Self::resume). Returns once the
     /// process is stopped (checked via `/proc` on Linux).
+    ///
+    /// [`ServerError::Unsupported`] for a server in a container.
     pub fn pause(&mut self) -> Result<(), ServerError> {
+        self.process_only("pause")?;
         let pid = self.running_pid()?;
         signal(pid, Signal::Stop)?;
         wait_for_stopped_state(pid, true);
@@ -230,7 +350,10 @@ impl RedisServer {
     }
 
     /// Resumes a server frozen by [`pause`](Self::pause) with `SIGCONT`.
+    ///
+    /// [`ServerError::Unsupported`] for a server in a container.
     pub fn resume(&mut self) -> Result<(), ServerError> {
+        self.process_only("resume")?;
         let pid = self.running_pid()?;
         signal(pid, Signal::Cont)?;
         wait_for_stopped_state(pid, false);
@@ -241,7 +364,10 @@ impl RedisServer {
     /// Crashes the server with `SIGKILL` and reaps it. The directory stays, so with
     /// [`ServerOptions::aof_fsync_always`] a later [`restart`](Self::restart) gets the data
     /// back. Does nothing if the server is not running.
+    ///
+    /// [`ServerError::Unsupported`] for a server in a container.
     pub fn kill(&mut self) -> Result<(), ServerError> {
+        self.process_only("kill")?;
         self.paused = false;
         if let Some(mut child) = self.child.take() {
             // `Child::kill` does not signal an already reaped child, and SIGKILL also ends a
@@ -256,7 +382,10 @@ impl RedisServer {
 
     /// Stops the server gracefully: `SIGTERM` (plus `SIGCONT` in case it is paused), waits up
     /// to 5 s, then `SIGKILL`. Does nothing if the server is not running.
+    ///
+    /// [`ServerError::Unsupported`] for a server in a container.
     pub fn stop(&mut self) -> Result<(), ServerError> {
+        self.process_only("stop")?;
         let Ok(pid) = self.running_pid() else {
             return Ok(());
         };
@@ -287,7 +416,10 @@ impl RedisServer {
     /// options, and waits until it answers `PING` (loading the AOF, if any, first). A still
     /// running server is [`stop`](Self::stop)ped first; use [`kill`](Self::kill) before to
     /// simulate a crash instead.
+    ///
+    /// [`ServerError::Unsupported`] for a server in a container.
     pub fn restart(&mut self) -> Result<(), ServerError> {
+        self.process_only("restart")?;
         self.stop()?;
         let launch = Launch {
             binary: &self.binary,
