@@ -98,7 +98,9 @@ impl RedisCluster {
 
     /// Starts `primaries × (1 + replicas)` servers with `options` plus cluster mode, forms the
     /// cluster and waits until it is ready (at most 30 s): `cluster_state:ok` on every node,
-    /// every node agreeing on the owner of every slot, every replica synced.
+    /// every node agreeing on the owner of every slot, every replica synced. With
+    /// `ServerOptions::tls` (feature `tls`) the cluster bus and replication run on TLS too
+    /// (`tls-cluster yes`), and the nodes announce their TLS ports.
     ///
     /// # Errors
     ///

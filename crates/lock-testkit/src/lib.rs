@@ -11,6 +11,8 @@
 //! - Server-side faults on any [`RedisServer`]: [`RedisServer::kill_pubsub_clients`],
 //!   [`RedisServer::kill_normal_clients`], [`RedisServer::script_flush`],
 //!   [`RedisServer::client_list`].
+//! - `tls` (feature `tls`, off by default): `ServerOptions::tls` runs a server, a cluster or
+//!   a Sentinel group on TLS only, with certificates made at run time (`TestCerts`).
 //! - `containers` (feature `testcontainers`, off by default): the same fixtures with their
 //!   servers in containers of an exact image, on the host network; process-based servers are
 //!   the default.
@@ -41,6 +43,8 @@ pub mod verdict;
 
 #[cfg(feature = "testcontainers")]
 pub mod containers;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 pub use cluster::{FailoverMode, RedisCluster};
 pub use history::{CheckOptions, History, Hold, HoldRecorder, Report, WriteStatus};
@@ -54,4 +58,6 @@ pub use sentinel::SentinelGroup;
 pub use server::ClientInfo;
 pub use server::{RedisServer, ServerError, ServerOptions};
 pub use slow_node::SlowNode;
+#[cfg(feature = "tls")]
+pub use tls::TestCerts;
 pub use verdict::assert_battery_verdict;

@@ -57,8 +57,9 @@ impl SentinelGroup {
     }
 
     /// Starts a primary and `replicas` replicas with `options` (a password set with
-    /// [`ServerOptions::requirepass`] is also given to the replicas and the Sentinels), then
-    /// three Sentinels, and waits (at most 30 s) until the group can fail over.
+    /// [`ServerOptions::requirepass`] is also given to the replicas and the Sentinels; with
+    /// `ServerOptions::tls`, feature `tls`, the Sentinels run on TLS too), then three Sentinels,
+    /// and waits (at most 30 s) until the group can fail over.
     ///
     /// # Errors
     ///
@@ -78,8 +79,14 @@ impl SentinelGroup {
             replica.query::<()>(&["REPLICAOF", "127.0.0.1", &primary_port])?;
             nodes.push(replica);
         }
-        let sentinel =
+        #[allow(unused_mut)] // changed only with TLS
+        let mut sentinel =
             ServerOptions::new().sentinel(SERVICE, nodes[0].port(), 2, DOWN_AFTER, password);
+        // The Sentinels on TLS too, with TLS links to the data nodes and to each other.
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &data.tls {
+            sentinel.tls = Some(tls.clone());
+        }
         let sentinels = (0..SENTINELS)
             .map(|_| RedisServer::start_with(sentinel.clone()))
             .collect::<Result<Vec<_>, _>>()?;
@@ -109,6 +116,15 @@ impl SentinelGroup {
         &mut self.nodes[index]
     }
 
+    /// Sentinel `index` (of three), e.g. for its [`client_list`](RedisServer::client_list).
+    ///
+    /// # Panics
+    ///
+    /// If `index` is out of range.
+    pub fn sentinel(&self, index: usize) -> &RedisServer {
+        &self.sentinels[index]
+    }
+
     /// The number of data nodes (primary and replicas).
     pub fn len(&self) -> usize {
         self.nodes.len()
@@ -119,7 +135,7 @@ impl SentinelGroup {
         self.nodes.is_empty()
     }
 
-    /// The Sentinels' URLs (`redis://127.0.0.1:<port>/`).
+    /// The Sentinels' URLs (`redis://127.0.0.1:<port>/`, `rediss://` on TLS).
     pub fn sentinel_urls(&self) -> Vec<String> {
         self.sentinels.iter().map(RedisServer::url).collect()
     }

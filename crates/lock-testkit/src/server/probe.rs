@@ -1,37 +1,65 @@
-//! The readiness probe: `AUTH`, `PING` and `INFO server` in raw RESP over a plain socket, so a
-//! starting server is checked without a client library and recognised by its process id.
+//! The readiness probe: `AUTH`, `PING` and `INFO server` in raw RESP over a plain socket (or a
+//! TLS one, for a server on TLS only), so a starting server is checked without a client library
+//! and recognised by its process id.
 
 use std::fmt;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::time::Duration;
 
-/// `AUTH` (if needed), `PING` and `INFO server` over a plain socket; returns the answering
-/// server's `process_id`.
-pub(super) fn probe(port: u16, password: Option<&str>) -> io::Result<Option<u32>> {
-    let info = server_info(port, password)?;
-    Ok(info.lines().find_map(|line| {
+use super::options::ServerOptions;
+
+/// `AUTH` (if needed), `PING` and `INFO server` (over TLS for a server with
+/// `ServerOptions::tls`); returns the answering server's `process_id`.
+pub(super) fn probe(port: u16, options: &ServerOptions) -> io::Result<Option<u32>> {
+    let password = options.requirepass.as_deref();
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &options.tls {
+        let stream = crate::tls::probe_stream(connect(port)?, &tls.certs)?;
+        return converse(BufReader::new(stream), password).map(|info| process_id(&info));
+    }
+    server_info(port, password).map(|info| process_id(&info))
+}
+
+/// The `process_id` of an `INFO server` text.
+fn process_id(info: &str) -> Option<u32> {
+    info.lines().find_map(|line| {
         line.strip_prefix("process_id:")
             .and_then(|pid| pid.trim().parse().ok())
-    }))
+    })
 }
 
 /// `AUTH` (if needed), `PING` and `INFO server` over a plain socket; returns the `INFO` text.
 pub(super) fn server_info(port: u16, password: Option<&str>) -> io::Result<String> {
+    converse(BufReader::new(connect(port)?), password)
+}
+
+/// A socket to the server on `port`, with short timeouts.
+fn connect(port: u16) -> io::Result<TcpStream> {
     let addr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
     let stream = TcpStream::connect_timeout(&addr, Duration::from_millis(250))?;
     stream.set_read_timeout(Some(Duration::from_secs(1)))?;
     stream.set_write_timeout(Some(Duration::from_secs(1)))?;
     stream.set_nodelay(true)?;
-    let mut writer = stream.try_clone()?;
-    let mut reader = BufReader::new(stream);
+    Ok(stream)
+}
+
+/// The probe's requests and answers on an open connection; returns the `INFO` text.
+fn converse<S: Read + Write>(
+    mut reader: BufReader<S>,
+    password: Option<&str>,
+) -> io::Result<String> {
     if let Some(password) = password {
-        writer.write_all(&resp_command(&["AUTH", password]))?;
+        reader
+            .get_mut()
+            .write_all(&resp_command(&["AUTH", password]))?;
         expect_simple(&mut reader, "OK")?;
     }
-    writer.write_all(&resp_command(&["PING"]))?;
+    reader.get_mut().write_all(&resp_command(&["PING"]))?;
     expect_simple(&mut reader, "PONG")?;
-    writer.write_all(&resp_command(&["INFO", "server"]))?;
+    reader
+        .get_mut()
+        .write_all(&resp_command(&["INFO", "server"]))?;
     match read_reply(&mut reader)? {
         Reply::Bulk(info) => Ok(info),
         other => Err(unexpected(&other)),

@@ -122,8 +122,7 @@ impl RedisServer {
                 log_path: &log_path,
                 dir: dir.path(),
                 port,
-                password: options.requirepass.as_deref(),
-                sentinel: options.is_sentinel(),
+                options: &options,
             };
             match launch.run() {
                 Ok(child) => {
@@ -255,16 +254,29 @@ impl RedisServer {
     }
 
     /// The connection URL: `redis://127.0.0.1:PORT/`, or `redis://:PASSWORD@127.0.0.1:PORT/`
-    /// (password percent-encoded) when started with [`ServerOptions::requirepass`].
+    /// (password percent-encoded) when started with [`ServerOptions::requirepass`];
+    /// `rediss://` for a server on TLS (`ServerOptions::tls`, feature `tls`).
     pub fn url(&self) -> String {
+        let scheme = if self.is_tls() { "rediss" } else { "redis" };
         match &self.options.requirepass {
             Some(password) => format!(
-                "redis://:{}@127.0.0.1:{}/",
+                "{scheme}://:{}@127.0.0.1:{}/",
                 percent_encode(password),
                 self.port
             ),
-            None => format!("redis://127.0.0.1:{}/", self.port),
+            None => format!("{scheme}://127.0.0.1:{}/", self.port),
         }
+    }
+
+    /// Whether the server listens on TLS only (`ServerOptions::tls`, feature `tls`).
+    pub fn is_tls(&self) -> bool {
+        self.options.has_tls()
+    }
+
+    /// The certificates of a server on TLS (`ServerOptions::tls`), for clients of it.
+    #[cfg(feature = "tls")]
+    pub fn tls_certs(&self) -> Option<&crate::tls::TestCerts> {
+        self.options.tls.as_ref().map(|tls| &tls.certs)
     }
 
     /// The password set with [`ServerOptions::requirepass`], if any.
@@ -427,8 +439,7 @@ impl RedisServer {
             log_path: &self.log_path,
             dir: self.dir.path(),
             port: self.port,
-            password: self.options.requirepass.as_deref(),
-            sentinel: self.options.is_sentinel(),
+            options: &self.options,
         };
         let mut attempt = 0;
         let child = loop {
@@ -445,7 +456,8 @@ impl RedisServer {
         Ok(())
     }
 
-    /// A `redis::Client` for this server (with the password, if any).
+    /// A `redis::Client` for this server (with the password, if any; on TLS with the test CA
+    /// and client certificate).
     ///
     /// # Panics
     ///
@@ -453,6 +465,11 @@ impl RedisServer {
     /// [`url`](Self::url).
     pub fn client(&self) -> redis::Client {
         let url = self.url();
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.options.tls {
+            return crate::tls::client(&url, &tls.certs)
+                .unwrap_or_else(|err| panic!("invalid test server URL {url}: {err}"));
+        }
         redis::Client::open(url.as_str())
             .unwrap_or_else(|err| panic!("invalid test server URL {url}: {err}"))
     }
