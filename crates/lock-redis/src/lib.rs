@@ -10,8 +10,9 @@
 //    its reply proven to be its own.
 // 2. connection (`connection` over `standalone` (with its `source`: one server, or a Sentinel
 //    service's primary, and `sentinel_watch`), `cluster`, `deferred`, `alignment`;
-//    `connection::pubsub`): one replaceable connection that knows commands, not locks, whatever
-//    the server topology, and the notification connections.
+//    `connection::pubsub`; all over `connection::tls`): one replaceable connection that knows
+//    commands, not locks, whatever the server topology, the notification connections, and the
+//    TLS settings every connection is opened with.
 // 1. wire (`wire::{keys, errors, announce, replication, lock_script, scripts, reply}`): names on
 //    the server, how releases are announced, how writes are acknowledged by replicas, the
 //    scripts and the commands built from them, reply decoding, error mapping.

@@ -14,6 +14,7 @@ use crate::call::Calls;
 use crate::connection::Connection;
 use crate::connection::pubsub::Notifications;
 use crate::connection::source::Source;
+use crate::connection::tls::TlsSettings;
 use crate::kind::fast::NativeDelete;
 use crate::wire::announce::Announce;
 use crate::wire::replication::ReplicaAck;
@@ -43,6 +44,7 @@ pub struct RedisBackendBuilder {
     kind: LockKind,
     sharded: ShardedPubSub,
     replication: Option<ReplicaAck>,
+    tls: TlsSettings,
 }
 
 /// Where waiters listen for releases, by deployment (made once per backend: its size does not
@@ -146,6 +148,66 @@ impl RedisBackendBuilder {
         self
     }
 
+    /// Trusts the certificate authorities in `pem` (one or more PEM `CERTIFICATE` blocks) for
+    /// `rediss://` connections, instead of the webpki roots (Mozilla's list). Applies to every
+    /// connection of the backend: commands and notifications; on a cluster every node, on a
+    /// Sentinel service the Sentinels and the data nodes. Needs the `tls-rustls` feature.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use lock_redis::RedisBackend;
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let backend = RedisBackend::builder("rediss://127.0.0.1:6380/")
+    ///     .tls_ca_pem(std::fs::read("ca.crt")?)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// The bundle is checked by [`connect`](Self::connect): no certificate in it, a broken one,
+    /// a `redis://` URL, or no `tls-rustls` feature is an [`Error::InvalidConfig`].
+    #[must_use]
+    pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.set_ca_pem(pem.into());
+        self
+    }
+
+    /// Presents this client certificate (`cert_pem`: PEM, the client's certificate first, then
+    /// any intermediates) with its private key (`key_pem`: PEM, PKCS#8, PKCS#1 or SEC1) when the
+    /// server asks for one: mutual TLS, as with `tls-auth-clients yes`. Applies to every
+    /// connection, as [`tls_ca_pem`](Self::tls_ca_pem) does. Needs the `tls-rustls` feature.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use lock_redis::RedisBackend;
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let backend = RedisBackend::cluster_builder(["rediss://127.0.0.1:7000/"])
+    ///     .tls_ca_pem(std::fs::read("ca.crt")?)
+    ///     .tls_client_identity(std::fs::read("client.crt")?, std::fs::read("client.key")?)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// Checked by [`connect`](Self::connect): no certificate, no private key, a key that is not
+    /// the certificate's, a `redis://` URL, or no `tls-rustls` feature is an
+    /// [`Error::InvalidConfig`].
+    #[must_use]
+    pub fn tls_client_identity(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.set_identity(cert_pem.into(), key_pem.into());
+        self
+    }
+
     /// How waiters learn about releases.
     #[must_use]
     pub fn notifications(mut self, mode: NotificationMode) -> Self {
@@ -157,7 +219,7 @@ impl RedisBackendBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for a bad URL or timeout (before any I/O);
+    /// [`Error::InvalidConfig`] for a bad URL, timeout or TLS setting (before any I/O);
     /// [`Error::NotPermitted`] for bad credentials; [`Error::ConnectionLost`] or
     /// [`Error::Timeout`] when the server cannot be reached.
     pub async fn connect(self) -> Result<RedisBackend> {
@@ -181,9 +243,10 @@ impl RedisBackendBuilder {
         if let Some(ack) = &self.replication {
             ack.check(self.command_timeout)?;
         }
+        let tls = self.tls.check()?;
         let (connection, listen, announce) = match &self.target {
             Target::Standalone(url) => {
-                let client = open(url)?;
+                let client = tls.open(url)?;
                 let connection = Connection::standalone(
                     Source::Fixed(client.clone()),
                     self.connect_timeout,
@@ -198,7 +261,7 @@ impl RedisBackendBuilder {
                 service,
                 node_auth,
             } => {
-                let source = sentinel_source(sentinels, service, node_auth.as_ref())?;
+                let source = sentinel_source(sentinels, service, node_auth.as_ref(), &tls)?;
                 let connection = Connection::standalone(
                     source.clone(),
                     self.connect_timeout,
@@ -209,7 +272,7 @@ impl RedisBackendBuilder {
             }
             #[cfg(feature = "cluster")]
             Target::Cluster(seeds) => {
-                let (cluster, clients) = cluster_client(seeds, self.connect_timeout)?;
+                let (cluster, clients) = cluster_client(seeds, self.connect_timeout, &tls)?;
                 let connection =
                     Connection::cluster(cluster, self.connect_timeout, self.command_timeout)
                         .await?;
@@ -267,6 +330,7 @@ impl RedisBackendBuilder {
                         .map(|client| client.get_connection_info().clone())
                         .collect()
                 }),
+                &tls,
                 self.command_timeout,
                 DEFAULT_POLL_INTERVAL,
             ),
@@ -293,6 +357,7 @@ impl RedisBackend {
             kind: LockKind::Reentrant,
             sharded: ShardedPubSub::Auto,
             replication: None,
+            tls: TlsSettings::default(),
         }
     }
 
@@ -330,6 +395,7 @@ impl RedisBackend {
             kind: LockKind::Reentrant,
             sharded: ShardedPubSub::Auto,
             replication: None,
+            tls: TlsSettings::default(),
         }
     }
 
@@ -376,6 +442,7 @@ impl RedisBackend {
             kind: LockKind::Reentrant,
             sharded: ShardedPubSub::Auto,
             replication: None,
+            tls: TlsSettings::default(),
         }
     }
 
@@ -387,12 +454,6 @@ impl RedisBackend {
     pub async fn connect(url: impl Into<String>) -> Result<RedisBackend> {
         Self::builder(url).connect().await
     }
-}
-
-fn open(url: &str) -> Result<redis::Client> {
-    redis::Client::open(url).map_err(|error| Error::InvalidConfig {
-        reason: format!("bad Redis URL: {error}"),
-    })
 }
 
 /// Whether the server can wait for append-only-file fsyncs (`WAITAOF`, Redis 7.2+ and
@@ -444,6 +505,7 @@ async fn has_sharded_pubsub(connection: &Connection, timeout: Duration) -> bool 
 fn cluster_client(
     seeds: &[String],
     connect_timeout: Duration,
+    tls: &crate::connection::tls::Tls,
 ) -> Result<(redis::cluster::ClusterClient, Vec<redis::Client>)> {
     if seeds.is_empty() {
         return Err(Error::InvalidConfig {
@@ -452,19 +514,20 @@ fn cluster_client(
     };
     let clients = seeds
         .iter()
-        .map(|seed| open(seed))
+        .map(|seed| tls.open(seed))
         .collect::<Result<Vec<_>>>()?;
-    let cluster = redis::cluster::ClusterClientBuilder::new(
-        clients
-            .iter()
-            .map(|client| client.get_connection_info().clone()),
-    )
-    .retries(0)
-    .connection_timeout(connect_timeout)
-    .build()
-    .map_err(|error| Error::InvalidConfig {
-        reason: format!("bad cluster settings: {error}"),
-    })?;
+    let cluster = tls
+        .cluster(redis::cluster::ClusterClientBuilder::new(
+            clients
+                .iter()
+                .map(|client| client.get_connection_info().clone()),
+        ))
+        .retries(0)
+        .connection_timeout(connect_timeout)
+        .build()
+        .map_err(|error| Error::InvalidConfig {
+            reason: format!("bad cluster settings: {error}"),
+        })?;
     Ok((cluster, clients))
 }
 
@@ -474,6 +537,7 @@ fn sentinel_source(
     sentinels: &[String],
     service: &str,
     node_auth: Option<&(Option<String>, String)>,
+    tls: &crate::connection::tls::Tls,
 ) -> Result<Source> {
     if sentinels.is_empty() {
         return Err(Error::InvalidConfig {
@@ -487,8 +551,15 @@ fn sentinel_source(
     }
     let infos = sentinels
         .iter()
-        .map(|url| open(url).map(|client| client.get_connection_info().clone()))
+        .map(|url| {
+            tls.open(url)
+                .map(|client| client.get_connection_info().clone())
+        })
         .collect::<Result<Vec<_>>>()?;
+    // Over TLS the data nodes get the TLS settings too, which takes redis-rs's builder.
+    if let Some(client) = tls.sentinel_client(&infos, service, node_auth)? {
+        return Ok(sentinel_service(client, infos, service));
+    }
     let mut node = redis::sentinel::SentinelNodeConnectionInfo::default();
     if let Some((username, password)) = node_auth {
         let mut settings = redis::RedisConnectionInfo::default().set_password(password);
@@ -508,11 +579,19 @@ fn sentinel_source(
     .map_err(|error| Error::InvalidConfig {
         reason: format!("bad Sentinel settings: {error}"),
     })?;
-    Ok(Source::Sentinel(
-        crate::connection::source::SentinelService {
-            client: std::sync::Arc::new(tokio::sync::Mutex::new(client)),
-            sentinels: infos,
-            service: service.to_owned(),
-        },
-    ))
+    Ok(sentinel_service(client, infos, service))
+}
+
+/// The source of a Sentinel service's primary, from its client.
+#[cfg(feature = "sentinel")]
+fn sentinel_service(
+    client: redis::sentinel::SentinelClient,
+    sentinels: Vec<redis::ConnectionInfo>,
+    service: &str,
+) -> Source {
+    Source::Sentinel(crate::connection::source::SentinelService {
+        client: std::sync::Arc::new(tokio::sync::Mutex::new(client)),
+        sentinels,
+        service: service.to_owned(),
+    })
 }

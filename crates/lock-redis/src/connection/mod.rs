@@ -1,5 +1,6 @@
 //! Layer 2, the connection: one replaceable, fenced connection that knows commands, not locks
-//! ([`Connection`]), and the notification connection ([`pubsub`]). Uses only the wire layer.
+//! ([`Connection`]), the notification connection ([`pubsub`]), and the TLS settings every
+//! connection is opened with ([`tls`]). Uses only the wire layer.
 
 pub(crate) mod alignment;
 #[cfg(feature = "cluster")]
@@ -10,6 +11,7 @@ pub(crate) mod pubsub;
 pub(crate) mod sentinel_watch;
 pub(crate) mod source;
 pub(crate) mod standalone;
+pub(crate) mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;

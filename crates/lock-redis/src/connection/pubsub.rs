@@ -51,9 +51,10 @@ enum Command {
 enum Connector {
     /// Plain pub/sub on one node, over a reconnecting RESP3 connection.
     Plain(redis::ConnectionInfo),
-    /// Sharded pub/sub on a cluster: each channel on the node serving its slot.
+    /// Sharded pub/sub on a cluster: each channel on the node serving its slot, found through
+    /// these seeds (with the TLS settings for the nodes found through them).
     #[cfg(feature = "cluster")]
-    Sharded(Vec<redis::ConnectionInfo>),
+    Sharded(Vec<redis::ConnectionInfo>, crate::connection::tls::Tls),
     /// Plain pub/sub on the primary of a Sentinel service, looked up again after each
     /// disconnection (redis-rs would reconnect to the old address).
     #[cfg(feature = "sentinel")]
@@ -75,7 +76,7 @@ impl Connector {
                 Client::open(info.set_redis_settings(settings))
             }
             #[cfg(feature = "cluster")]
-            Connector::Sharded(_) => Err(redis::RedisError::from((
+            Connector::Sharded(..) => Err(redis::RedisError::from((
                 ErrorKind::Client,
                 "sharded pub/sub has no single server",
             ))),
@@ -145,7 +146,8 @@ impl Notifications {
     }
 
     /// Notifications over plain pub/sub on the server of `client`, connecting lazily on the
-    /// first watch.
+    /// first watch. The client's connection info carries its TLS settings, if any, to the
+    /// notification connection.
     pub fn pubsub(client: &Client, timeout: Duration, poll_interval: Duration) -> Self {
         let info = client.get_connection_info().clone();
         let settings = info
@@ -172,11 +174,13 @@ impl Notifications {
 
     /// Notifications on a cluster: plain pub/sub through `plain` (one node: a cluster passes
     /// every `PUBLISH` to all nodes) and/or sharded pub/sub through the nodes of `sharded`
-    /// (each channel on the node serving its slot). Waiters wait on both when both are given.
+    /// (each channel on the node serving its slot; `tls` for the nodes found through them).
+    /// Waiters wait on both when both are given.
     #[cfg(feature = "cluster")]
     pub fn cluster(
         plain: Option<&Client>,
         sharded: Option<Vec<redis::ConnectionInfo>>,
+        tls: &crate::connection::tls::Tls,
         timeout: Duration,
         poll_interval: Duration,
     ) -> Self {
@@ -190,7 +194,7 @@ impl Notifications {
             connectors.push(Connector::Plain(info.set_redis_settings(settings)));
         }
         if let Some(nodes) = sharded {
-            connectors.push(Connector::Sharded(nodes));
+            connectors.push(Connector::Sharded(nodes, tls.clone()));
         }
         Self::listening(connectors, timeout, poll_interval)
     }
@@ -370,8 +374,9 @@ async fn connect(
         Ok::<(), redis::aio::SendError>(())
     };
     #[cfg(feature = "cluster")]
-    if let Connector::Sharded(nodes) = connector {
-        let client = redis::cluster::ClusterClientBuilder::new(nodes.clone())
+    if let Connector::Sharded(nodes, tls) = connector {
+        let client = tls
+            .cluster(redis::cluster::ClusterClientBuilder::new(nodes.clone()))
             .use_protocol(ProtocolVersion::RESP3)
             .connection_timeout(timeout)
             .response_timeout(timeout)
