@@ -13,6 +13,7 @@
 
 pub mod custom_backend;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use lock_testkit::{RedisServer, ServerError};
@@ -117,6 +118,117 @@ pub enum Deployment {
     },
 }
 
+/// The TLS files of a demo on `rediss://` servers (`--tls-ca`, `--tls-cert`, `--tls-key`), read
+/// once; applied to the locks and to the demo's own connections, in every deployment.
+///
+/// ```no_run
+/// use distlock_examples::{DemoTls, Deployment};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let tls = DemoTls::from_files(Some("ca.crt".into()), None, None)?;
+/// let deployment = Deployment::Single("rediss://127.0.0.1:6380/".into());
+/// let locker = deployment.locker(&tls).await?;
+/// # let _ = locker;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct DemoTls {
+    /// The CA bundle.
+    ca: Option<PemFile>,
+    /// The client certificate and its key.
+    identity: Option<(PemFile, PemFile)>,
+}
+
+/// A PEM file's path (for worker processes' flags) and contents.
+type PemFile = (PathBuf, Vec<u8>);
+
+impl DemoTls {
+    /// Reads the CA bundle `ca` and the client certificate `cert` with its key `key` (PEM
+    /// files; any may be absent, `cert` and `key` go together). Also installs ring as the
+    /// process's rustls crypto provider (unless one is installed), for the demo's own
+    /// `rediss://` connections, which redis-rs makes without distlock.
+    ///
+    /// # Errors
+    ///
+    /// A file that cannot be read, or only one of `cert` and `key`.
+    pub fn from_files(
+        ca: Option<PathBuf>,
+        cert: Option<PathBuf>,
+        key: Option<PathBuf>,
+    ) -> std::io::Result<DemoTls> {
+        // `Err` means a provider is installed already, which is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let read = |path: PathBuf| std::fs::read(&path).map(|bytes| (path, bytes));
+        let identity = match (cert, key) {
+            (Some(cert), Some(key)) => Some((read(cert)?, read(key)?)),
+            (None, None) => None,
+            _ => {
+                return Err(std::io::Error::other(
+                    "a client certificate needs its key: give both --tls-cert and --tls-key",
+                ));
+            }
+        };
+        Ok(DemoTls {
+            ca: ca.map(read).transpose()?,
+            identity,
+        })
+    }
+
+    /// Whether any TLS file was given.
+    #[must_use]
+    pub fn is_set(&self) -> bool {
+        self.ca.is_some() || self.identity.is_some()
+    }
+
+    /// `builder` with the CA bundle and the client certificate.
+    #[must_use]
+    pub fn apply(
+        &self,
+        mut builder: distlock::RedisBackendBuilder,
+    ) -> distlock::RedisBackendBuilder {
+        if let Some((_, ca)) = &self.ca {
+            builder = builder.tls_ca_pem(ca.clone());
+        }
+        if let Some(((_, cert), (_, key))) = &self.identity {
+            builder = builder.tls_client_identity(cert.clone(), key.clone());
+        }
+        builder
+    }
+
+    /// The same for redis-rs's own clients (`None`: no TLS file given).
+    #[must_use]
+    pub fn certificates(&self) -> Option<redis::TlsCertificates> {
+        self.is_set().then(|| redis::TlsCertificates {
+            client_tls: self.identity.as_ref().map(|((_, cert), (_, key))| {
+                redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }
+            }),
+            root_cert: self.ca.as_ref().map(|(_, ca)| ca.clone()),
+        })
+    }
+
+    /// The command-line flags that name these files (for worker processes).
+    #[must_use]
+    pub fn flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        let mut flag = |name: &str, path: &PathBuf| {
+            flags.push(name.to_owned());
+            flags.push(path.display().to_string());
+        };
+        if let Some((path, _)) = &self.ca {
+            flag("--tls-ca", path);
+        }
+        if let Some(((cert, _), (key, _))) = &self.identity {
+            flag("--tls-cert", cert);
+            flag("--tls-key", key);
+        }
+        flags
+    }
+}
+
 /// A plain connection next to the locks, for the demo's own data.
 #[derive(Clone)]
 pub enum RawConnection {
@@ -144,50 +256,86 @@ impl RawConnection {
 }
 
 impl Deployment {
-    /// A locker on this deployment (a new client each call).
+    /// A locker on this deployment (a new client each call), with the TLS files `tls`.
     ///
     /// # Errors
     ///
     /// As the backend's `connect`.
-    pub async fn locker(&self) -> distlock::Result<distlock::RedisLocker> {
-        let backend = match self {
-            Deployment::Single(url) => distlock::RedisBackend::connect(url.as_str()).await?,
+    pub async fn locker(&self, tls: &DemoTls) -> distlock::Result<distlock::RedisLocker> {
+        let builder = match self {
+            Deployment::Single(url) => distlock::RedisBackend::builder(url.as_str()),
             Deployment::Cluster(seeds) => {
                 distlock::RedisBackend::cluster_builder(seeds.iter().cloned())
-                    .connect()
-                    .await?
             }
             Deployment::Sentinel { sentinels, service } => {
                 distlock::RedisBackend::sentinel_builder(
                     sentinels.iter().cloned(),
                     service.as_str(),
                 )
-                .connect()
-                .await?
             }
         };
-        Ok(distlock::Locker::new(backend))
+        Ok(distlock::Locker::new(tls.apply(builder).connect().await?))
     }
 
-    /// A plain connection for the demo's own data.
+    /// A plain connection for the demo's own data, with the TLS files `tls`.
     ///
     /// # Errors
     ///
     /// When the deployment cannot be reached.
-    pub async fn raw(&self) -> redis::RedisResult<RawConnection> {
+    pub async fn raw(&self, tls: &DemoTls) -> redis::RedisResult<RawConnection> {
+        let certificates = tls.certificates();
         match self {
-            Deployment::Single(url) => raw_connection(url).await.map(RawConnection::Single),
-            Deployment::Cluster(seeds) => redis::cluster::ClusterClient::new(seeds.clone())?
-                .get_async_connection()
-                .await
-                .map(RawConnection::Cluster),
+            Deployment::Single(url) => {
+                let client = match certificates {
+                    Some(certificates) => {
+                        redis::Client::build_with_tls(url.as_str(), certificates)?
+                    }
+                    None => redis::Client::open(url.as_str())?,
+                };
+                client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .map(RawConnection::Single)
+            }
+            Deployment::Cluster(seeds) => {
+                let mut builder = redis::cluster::ClusterClientBuilder::new(seeds.clone());
+                if let Some(certificates) = certificates {
+                    builder = builder.certs(certificates);
+                }
+                builder
+                    .build()?
+                    .get_async_connection()
+                    .await
+                    .map(RawConnection::Cluster)
+            }
             Deployment::Sentinel { sentinels, service } => {
-                let mut sentinel = redis::sentinel::SentinelClient::build(
-                    sentinels.clone(),
-                    service.clone(),
-                    None,
-                    redis::sentinel::SentinelServerType::Master,
-                )?;
+                let mut sentinel = match certificates {
+                    // redis-rs's builder is the way to give the data nodes certificates.
+                    Some(certificates) => {
+                        let addresses = sentinels
+                            .iter()
+                            .map(|url| {
+                                redis::IntoConnectionInfo::into_connection_info(url.as_str())
+                                    .map(|info| info.addr().clone())
+                            })
+                            .collect::<redis::RedisResult<Vec<_>>>()?;
+                        redis::sentinel::SentinelClientBuilder::new(
+                            addresses,
+                            service,
+                            redis::sentinel::SentinelServerType::Master,
+                        )?
+                        .set_client_to_sentinel_certificates(certificates.clone())
+                        .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
+                        .set_client_to_redis_certificates(certificates)
+                        .build()?
+                    }
+                    None => redis::sentinel::SentinelClient::build(
+                        sentinels.clone(),
+                        service.as_str(),
+                        None,
+                        redis::sentinel::SentinelServerType::Master,
+                    )?,
+                };
                 sentinel
                     .get_async_connection()
                     .await

@@ -1,18 +1,32 @@
 //! `counter` counts exactly on a Redis Cluster while the lock's slot moves to another primary
-//! and its primary fails over, and on a Sentinel group: the binary itself, in worker processes,
-//! against real server processes. One deployment at a time.
+//! and its primary fails over, on a Sentinel group, and over mutual TLS in every mode: the
+//! binary itself, in worker processes, against real server processes. One deployment at a time.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lock_testkit::{FailoverMode, RedisCluster, SentinelGroup};
+use lock_testkit::{
+    FailoverMode, RedisCluster, RedisServer, SentinelGroup, ServerError, ServerOptions, TestCerts,
+};
 
 const LOCK: &str = "distlock:demo:counter";
 
 fn counter(deployment: &[String]) -> std::process::Child {
+    counter_sized(deployment, "500", "6")
+}
+
+/// `counter` over 2 processes with `tasks` tasks of `increments` increments.
+fn counter_sized(deployment: &[String], tasks: &str, increments: &str) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_counter"))
         .args(deployment)
-        .args(["--tasks", "500", "--processes", "2", "--increments", "6"])
+        .args([
+            "--tasks",
+            tasks,
+            "--processes",
+            "2",
+            "--increments",
+            increments,
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -20,11 +34,15 @@ fn counter(deployment: &[String]) -> std::process::Child {
 }
 
 fn assert_exact(child: std::process::Child) {
+    assert_total(child, 3000);
+}
+
+fn assert_total(child: std::process::Child, expected: u32) {
     let output = child.wait_with_output().expect("counter output");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        output.status.success() && stdout.contains("actual total:   3000"),
+        output.status.success() && stdout.contains(&format!("actual total:   {expected}\n")),
         "counter failed\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
     );
     let retried = stderr.matches("trying again").count();
@@ -83,4 +101,53 @@ fn counts_exactly_behind_sentinels() {
         group.service().into(),
     ]);
     assert_exact(child);
+}
+
+/// With `--tls-ca`, `--tls-cert` and `--tls-key` (files made for the run), against servers on
+/// TLS only that ask for client certificates: one server, a 3-primary cluster, a Sentinel group
+/// (Sentinels on TLS too), one after the other. A `skipped:` line when the server binary has no
+/// TLS.
+#[test]
+fn counts_exactly_over_mutual_tls_in_every_mode() {
+    let certs = TestCerts::generate().expect("certificates");
+    let options = || ServerOptions::new().tls(&certs, true);
+    let path = |path: &std::path::Path| path.display().to_string();
+    let tls = [
+        "--tls-ca".to_owned(),
+        path(certs.ca_path()),
+        "--tls-cert".to_owned(),
+        path(certs.client_cert_path()),
+        "--tls-key".to_owned(),
+        path(certs.client_key_path()),
+    ];
+    // 100 tasks × 3 increments: small, the other tests load the deployments harder.
+    let run = |deployment: Vec<String>| {
+        assert_total(
+            counter_sized(&[deployment, tls.to_vec()].concat(), "100", "3"),
+            300,
+        );
+    };
+
+    let server = match RedisServer::start_with(options()) {
+        Ok(server) => server,
+        Err(ServerError::TlsUnsupported { binary, .. }) => {
+            eprintln!("skipped: {} has no TLS support", binary.display());
+            return;
+        }
+        Err(error) => panic!("start a server on TLS: {error}"),
+    };
+    run(vec!["--url".into(), server.url()]);
+    drop(server);
+
+    let cluster = RedisCluster::start_with(3, 0, options()).expect("a cluster on TLS");
+    run(vec!["--cluster".into(), cluster.urls().join(",")]);
+    drop(cluster);
+
+    let group = SentinelGroup::start_with(1, options()).expect("a Sentinel group on TLS");
+    run(vec![
+        "--sentinel".into(),
+        group.sentinel_urls().join(","),
+        "--service".into(),
+        group.service().into(),
+    ]);
 }

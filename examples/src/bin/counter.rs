@@ -7,7 +7,13 @@
 //! cargo run -p distlock-examples --bin counter -- --url redis://127.0.0.1:6379/ --increments 10
 //! cargo run -p distlock-examples --bin counter -- --cluster redis://127.0.0.1:7000/,redis://127.0.0.1:7001/
 //! cargo run -p distlock-examples --bin counter -- --sentinel redis://127.0.0.1:26379/ --service mymaster
+//! cargo run -p distlock-examples --bin counter -- --url rediss://127.0.0.1:6380/ \
+//!     --tls-ca ca.crt --tls-cert client.crt --tls-key client.key
 //! ```
+//!
+//! `--tls-ca` (a CA bundle to trust) and `--tls-cert` with `--tls-key` (a client certificate for
+//! mutual TLS) apply to `rediss://` URLs in every mode: the locks and the counter's own
+//! connections.
 //!
 //! Without `--url`, `--cluster` or `--sentinel` a private `redis-server` is started for the run. With `--processes P` the
 //! program re-executes itself P times as worker processes (hidden `--child` flag), all talking to
@@ -15,11 +21,12 @@
 //! Exits with 1 when the total is wrong (or a worker failed), 2 when no server could be started.
 
 use std::error::Error;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
 use distlock::{LockBackend, ReleaseOutcome};
-use distlock_examples::{DemoRedis, Deployment, RawConnection};
+use distlock_examples::{DemoRedis, DemoTls, Deployment, RawConnection};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -29,8 +36,8 @@ type BoxError = Box<dyn Error + Send + Sync>;
 #[derive(Parser, Debug)]
 #[command(name = "counter")]
 struct Args {
-    /// Redis URL (`redis://host:port/`). Without it (or `--cluster`, `--sentinel`) a private
-    /// redis-server is started for the run.
+    /// Redis URL (`redis://host:port/`, `rediss://` for TLS). Without it (or `--cluster`,
+    /// `--sentinel`) a private redis-server is started for the run.
     #[arg(long, conflicts_with_all = ["cluster", "sentinel"])]
     url: Option<String>,
 
@@ -45,6 +52,19 @@ struct Args {
     /// The Sentinel service name (with `--sentinel`).
     #[arg(long, requires = "sentinel")]
     service: Option<String>,
+
+    /// A CA bundle (PEM) to trust for `rediss://` URLs instead of the webpki roots, in every
+    /// mode (the Sentinels and the data nodes alike).
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+
+    /// A client certificate (PEM) for mutual TLS, with `--tls-key`.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+
+    /// The private key (PEM) of `--tls-cert`.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 
     /// The lock name. The counter is kept in the key `<lock-name>:value`.
     #[arg(long, default_value = "distlock:demo:counter")]
@@ -85,6 +105,15 @@ impl Args {
         }
         self.url.clone().map(Deployment::Single)
     }
+
+    /// The TLS files named on the command line, read.
+    fn tls(&self) -> std::io::Result<DemoTls> {
+        DemoTls::from_files(
+            self.tls_ca.clone(),
+            self.tls_cert.clone(),
+            self.tls_key.clone(),
+        )
+    }
 }
 
 /// The key holding the counter.
@@ -107,6 +136,7 @@ async fn main() -> ExitCode {
 }
 
 async fn parent(args: Args) -> Result<ExitCode, BoxError> {
+    let tls = args.tls()?;
     // A private server only when no deployment is named.
     let (deployment, _private) = match args.deployment() {
         Some(deployment) => (deployment, None),
@@ -123,19 +153,25 @@ async fn parent(args: Args) -> Result<ExitCode, BoxError> {
         args.tasks, args.increments, args.lock_name
     );
 
-    let mut raw = deployment.raw().await?;
+    let mut raw = deployment.raw(&tls).await?;
     let mut reset = redis::cmd("SET");
     reset.arg(&key).arg(0);
     raw.query::<()>(&reset).await?;
 
     // In a task of its own, like the workers: `lock()` is owned by the current tokio task.
-    tokio::spawn(show_layout(deployment.clone(), args.lock_name.clone())).await??;
+    tokio::spawn(show_layout(
+        deployment.clone(),
+        tls.clone(),
+        args.lock_name.clone(),
+    ))
+    .await??;
 
     let started = Instant::now();
     let mut failed = false;
     let tally = if processes == 1 {
         run_tasks(
             &deployment,
+            &tls,
             &args.lock_name,
             args.tasks,
             args.increments,
@@ -151,6 +187,7 @@ async fn parent(args: Args) -> Result<ExitCode, BoxError> {
             let child = tokio::process::Command::new(&exe)
                 .arg("--child")
                 .args(deployment.flags())
+                .args(tls.flags())
                 .args(["--lock-name", &args.lock_name])
                 .args(["--tasks", &share.to_string()])
                 .args(["--increments", &args.increments.to_string()])
@@ -217,8 +254,10 @@ async fn child(args: &Args) -> Result<ExitCode, BoxError> {
     let deployment = args
         .deployment()
         .ok_or("--child needs --url, --cluster or --sentinel")?;
+    let tls = args.tls()?;
     let tally = run_tasks(
         &deployment,
+        &tls,
         &args.lock_name,
         args.tasks,
         args.increments,
@@ -240,11 +279,15 @@ async fn child(args: &Args) -> Result<ExitCode, BoxError> {
 
 /// Takes the lock once, before the run, and prints what it looks like on the server: Redisson's
 /// `RLock` layout.
-async fn show_layout(deployment: Deployment, lock_name: String) -> Result<(), BoxError> {
+async fn show_layout(
+    deployment: Deployment,
+    tls: DemoTls,
+    lock_name: String,
+) -> Result<(), BoxError> {
     let lock_name = lock_name.as_str();
-    let locker = deployment.locker().await?;
+    let locker = deployment.locker(&tls).await?;
     let guard = locker.lock(lock_name).await?;
-    let mut raw = deployment.raw().await?;
+    let mut raw = deployment.raw(&tls).await?;
     let mut hgetall = redis::cmd("HGETALL");
     hgetall.arg(lock_name);
     let fields: Vec<(String, String)> = raw.query(&hgetall).await?;
@@ -312,6 +355,7 @@ impl Tally {
 /// Runs `tasks` tasks in this process, each making `increments` increments, each under the lock.
 async fn run_tasks(
     deployment: &Deployment,
+    tls: &DemoTls,
     lock_name: &str,
     tasks: u32,
     increments: u32,
@@ -319,8 +363,8 @@ async fn run_tasks(
 ) -> Result<Tally, BoxError> {
     // One locker (one client id, one watchdog, one pub/sub subscription) for the whole process;
     // each task is its own owner, since `lock()` is owned by the current tokio task.
-    let locker = deployment.locker().await?;
-    let raw: RawConnection = deployment.raw().await?;
+    let locker = deployment.locker(tls).await?;
+    let raw: RawConnection = deployment.raw(tls).await?;
     let key = counter_key(lock_name);
     let mut set = JoinSet::new();
     for _ in 0..tasks {
