@@ -108,7 +108,7 @@
 //! | feature | default | enables |
 //! |---|---|---|
 //! | `redis` | yes | [`RedisBackend`], [`RedisBackendBuilder`], [`NotificationMode`], the [`redis`](mod@redis) module, [`RedisLocker`] and [`connect`] |
-//! | `tls-rustls` | no | `rediss://` URLs, TLS through rustls with the webpki root certificates (implies `redis`) |
+//! | `tls-rustls` | no | `rediss://` URLs in every mode, TLS through rustls (ring provider): the webpki root certificates or your own CA bundle, mutual TLS (`RedisBackendBuilder::tls_ca_pem`, `tls_client_identity`; implies `redis`) |
 //! | `multi` | no | [`MultiLock`] and the [`multi`](mod@multi) module (the `lock-multi` crate); with `redis`, [`connect_multi`] |
 //! | `redlock` | no | [`RedLock`] and the [`redlock`](mod@redlock) module (RedLock's policy in the `lock-multi` crate); with `redis`, [`connect_redlock`] |
 //!
