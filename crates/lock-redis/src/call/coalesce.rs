@@ -57,6 +57,15 @@ impl Default for Coalescer {
 }
 
 impl Coalescer {
+    /// A queue that lets one pipeline be in flight at a time (writes waiting for replicas: a
+    /// `WAIT` holds the connection on the server until it answers).
+    pub(crate) fn one_at_a_time() -> Self {
+        Coalescer {
+            state: Mutex::default(),
+            in_flight_limit: 1,
+        }
+    }
+
     /// A queue that never holds a call: each goes out alone at once (a cluster, where one
     /// pipeline reaches one node).
     pub(crate) fn never() -> Self {

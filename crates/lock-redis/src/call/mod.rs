@@ -42,12 +42,13 @@ impl Calls {
         announce: Announce,
         replication: Option<ReplicaAck>,
     ) -> Self {
-        // A write waiting for replicas is a pipeline of its own (the wait ends it, and its
-        // answer is this write's): no sharing.
-        let coalescer = if connection.coalesces() && replication.is_none() {
-            Coalescer::default()
-        } else {
-            Coalescer::never()
+        // With replicas to wait for, one pipeline at a time: a `WAIT` holds the connection on
+        // the server until it answers, so calls arriving meanwhile are better off queued and
+        // sent together, under one `WAIT` (a group commit), than each behind its own.
+        let coalescer = match (connection.coalesces(), replication.is_some()) {
+            (false, _) => Coalescer::never(),
+            (true, false) => Coalescer::default(),
+            (true, true) => Coalescer::one_at_a_time(),
         };
         Calls {
             connection,
@@ -147,51 +148,30 @@ impl Calls {
         }
     }
 
-    /// Runs one lock script that writes: shared with concurrent calls (as
-    /// [`Self::run_coalesced`]) when writes do not wait for replicas, else alone and
-    /// acknowledged (as [`Self::run_acked`]).
-    pub(crate) async fn run_write<T: FromRedisValue>(
-        self: &Arc<Self>,
-        route: &str,
-        script: &LockScript,
-        keys: usize,
-        timeout: Duration,
-        fill: impl Fn(&mut Cmd),
-    ) -> Result<(T, Acknowledged)> {
-        if self.replication.is_some() {
-            return self.run_acked(route, script, keys, timeout, fill).await;
-        }
-        let reply = self
-            .run_coalesced(route, script, keys, timeout, fill)
-            .await?;
-        Ok((reply, None))
-    }
-
-    /// Sends `commands` that write, as [`Self::send_coalesced`] when writes do not wait for
-    /// replicas, else in a pipeline of their own followed by the acknowledgement request.
+    /// Sends `commands` that write, as [`Self::send_coalesced`], and returns what the replicas
+    /// said of them when they are asked ([`Self::replication`]).
     ///
     /// # Errors
     ///
     /// As [`Self::send_coalesced`].
     pub(crate) async fn send_write(
         self: &Arc<Self>,
-        mut commands: Vec<Cmd>,
+        commands: Vec<Cmd>,
         timeout: Duration,
     ) -> Result<(Vec<Value>, Acknowledged)> {
-        let Some(replication) = &self.replication else {
-            return Ok((self.send_coalesced(commands, timeout).await?, None));
-        };
-        commands.push(replication.command(timeout));
-        let mut pipeline = redis::pipe();
-        for command in commands {
-            pipeline.add_command(command);
-        }
-        let mut replies = self.send_pipeline(pipeline, timeout).await?;
-        let acknowledged = match replies.pop() {
+        let mut replies = self.send_coalesced(commands, timeout).await?;
+        let acknowledged = self.take_acknowledgement(&mut replies);
+        Ok((replies, acknowledged))
+    }
+
+    /// Takes the acknowledgement's answer off the end of a call's replies from a shared
+    /// pipeline, where [`Carrier::pipeline_of`] put it (only when replicas are asked).
+    fn take_acknowledgement(&self, replies: &mut Vec<Value>) -> Acknowledged {
+        let replication = self.replication.as_ref()?;
+        Some(match replies.pop() {
             Some(reply) => replication.acknowledged(reply),
             None => Err(out_of_step()),
-        };
-        Ok((replies, Some(acknowledged)))
+        })
     }
 
     /// Sends `pipeline` followed by a `PING` with a fresh request id (answered with that id), and returns the replies
@@ -225,36 +205,40 @@ impl Calls {
         Ok(replies)
     }
 
-    /// Runs one lock script about the lock named `route` in a pipeline shared with concurrent
-    /// calls (see [`coalesce`]) and decodes its reply (after the echoed request id) as `T`. The
+    /// Runs one lock script that writes, about the lock named `route`, in a pipeline shared
+    /// with concurrent calls (see [`coalesce`]), and decodes its reply (after the echoed
+    /// request id) as `T`; with replicas to wait for ([`Self::replication`]) the pipeline ends
+    /// with the acknowledgement request, whose answer comes back with the reply. The
     /// script's own request id is `0`: the `PING <id>` that ends the pipeline proves the reply
     /// is this call's.
-    pub(crate) async fn run_coalesced<T: FromRedisValue>(
+    pub(crate) async fn run_write<T: FromRedisValue>(
         self: &Arc<Self>,
         route: &str,
         script: &LockScript,
         keys: usize,
         timeout: Duration,
         fill: impl Fn(&mut Cmd),
-    ) -> Result<T> {
+    ) -> Result<(T, Acknowledged)> {
         let command = |whole: bool| script.command(whole, keys, &fill, 0);
         let answer = match take_turn(self, timeout, || vec![command(false)]) {
             // Alone: the script's own request id proves the reply, no `PING` needed.
             Turn::Alone(slot) => {
-                let reply = self.run(route, script, keys, timeout, fill).await;
+                let reply = self.run_acked(route, script, keys, timeout, fill).await;
                 drop(slot);
                 return reply;
             }
             Turn::Queued(answer) => answer,
         };
         let mut reply = queued_reply(answer, timeout).await?;
+        let mut acknowledged = self.take_acknowledgement(&mut reply);
         if let Some(Value::ServerError(error)) = reply.first()
             && error.kind() == Some(ServerErrorKind::NoScript)
         {
             // In step (the pipeline's echo said so): the script did not run; send it whole.
             reply = self.send_coalesced(vec![command(true)], timeout).await?;
+            acknowledged = self.take_acknowledgement(&mut reply);
         }
-        match reply.pop() {
+        let decoded = match reply.pop() {
             Some(Value::Array(mut items)) if !items.is_empty() => {
                 items.remove(0);
                 decode(items)
@@ -263,11 +247,14 @@ impl Calls {
             other => Err(Error::Protocol(format!(
                 "unexpected lock script reply: {other:?}"
             ))),
-        }
+        };
+        Ok((decoded?, acknowledged))
     }
 
     /// Sends `commands` in a pipeline (shared with concurrent calls) and returns their replies,
-    /// in order, error replies included as `Value::ServerError`.
+    /// in order, error replies included as `Value::ServerError`; with replicas to wait for, the
+    /// answer of the pipeline's acknowledgement request comes last (see
+    /// [`Self::send_write`]).
     ///
     /// # Errors
     ///
@@ -402,10 +389,24 @@ impl Carrier for Calls {
         for command in commands {
             pipeline.add_command(command);
         }
-        let mut replies = self.send_pipeline(pipeline, timeout).await?.into_iter();
+        // One acknowledgement for every write of the pipeline: `WAIT` counts the replicas that
+        // have all of this connection's writes so far. Each call gets a copy of its answer.
+        if let Some(replication) = &self.replication {
+            pipeline.add_command(replication.command(timeout));
+        }
+        let mut replies = self.send_pipeline(pipeline, timeout).await?;
+        let acknowledgement = match self.replication {
+            Some(_) => replies.pop(),
+            None => None,
+        };
+        let mut replies = replies.into_iter();
         Ok(counts
             .iter()
-            .map(|&count| replies.by_ref().take(count).collect())
+            .map(|&count| {
+                let mut group: Vec<Value> = replies.by_ref().take(count).collect();
+                group.extend(acknowledgement.clone());
+                group
+            })
             .collect())
     }
 }
