@@ -29,7 +29,8 @@ pub struct ServerLeftovers {
     pub url: String,
     /// The keys asked about that still exist.
     pub keys: Vec<String>,
-    /// `PUBSUB CHANNELS`: the channels some connection is subscribed to, sorted.
+    /// `PUBSUB CHANNELS` and `PUBSUB SHARDCHANNELS`: the channels some connection is
+    /// subscribed to, sorted.
     pub channels: Vec<String>,
     /// `PUBSUB NUMPAT`: how many pattern subscriptions exist.
     pub patterns: u64,
@@ -211,15 +212,29 @@ async fn query(url: &str, keys: &[&str], server: &mut ServerLeftovers) -> redis:
     let client = redis::Client::open(url)?;
     let mut con = client.get_multiplexed_async_connection().await?;
     for key in keys {
-        let exists: u64 = redis::cmd("EXISTS").arg(key).query_async(&mut con).await?;
-        if exists > 0 {
-            server.keys.push((*key).to_owned());
+        let exists: redis::RedisResult<u64> =
+            redis::cmd("EXISTS").arg(key).query_async(&mut con).await;
+        match exists {
+            Ok(0) => {}
+            Ok(_) => server.keys.push((*key).to_owned()),
+            // A cluster node that does not serve the key's slot: the key is not here (give
+            // every node, and the one that serves it is looked at too).
+            Err(error)
+                if error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Moved) => {}
+            Err(error) => return Err(error),
         }
     }
     server.channels = redis::cmd("PUBSUB")
         .arg("CHANNELS")
         .query_async(&mut con)
         .await?;
+    // Sharded channels (Redis and Valkey 7+; an older server refuses the question, and has
+    // none).
+    let sharded: redis::RedisResult<Vec<String>> = redis::cmd("PUBSUB")
+        .arg("SHARDCHANNELS")
+        .query_async(&mut con)
+        .await;
+    server.channels.extend(sharded.unwrap_or_default());
     server.channels.sort();
     server.patterns = redis::cmd("PUBSUB")
         .arg("NUMPAT")
