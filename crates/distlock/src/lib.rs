@@ -154,7 +154,9 @@ pub use lock_core::{
 pub use lock_redis as redis;
 
 #[cfg(feature = "redis")]
-pub use lock_redis::{LockKind, NotificationMode, RedisBackend, RedisBackendBuilder};
+pub use lock_redis::{
+    LockKind, NotificationMode, RedisBackend, RedisBackendBuilder, ReplicaAck, Shortfall,
+};
 
 /// A [`Locker`] over one Redis or Valkey node, as made by [`connect`] (feature `redis`).
 #[cfg(feature = "redis")]
