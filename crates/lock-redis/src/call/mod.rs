@@ -102,17 +102,10 @@ impl Calls {
         timeout: Duration,
         fill: impl Fn(&mut Cmd),
     ) -> Result<T> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let timed_out = || Error::Timeout { after: timeout };
-        let link = self.link_by(deadline, timeout).await?;
-        let exchange = self.exchange(&link, route, script, keys, &fill, None);
-        match tokio::time::timeout_at(deadline, exchange).await {
-            Ok(reply) => reply.and_then(|(items, _)| decode(items)),
-            Err(_) => {
-                self.connection.discard(&link, "call timed out");
-                Err(timed_out())
-            }
-        }
+        let (reply, _) = self
+            .run_then(route, script, keys, timeout, &fill, None)
+            .await?;
+        Ok(reply)
     }
 
     /// Runs one lock script that writes, like [`Self::run`], and when writes wait for
@@ -126,21 +119,38 @@ impl Calls {
         timeout: Duration,
         fill: impl Fn(&mut Cmd),
     ) -> Result<(T, Acknowledged)> {
-        let Some(replication) = &self.replication else {
-            return Ok((self.run(route, script, keys, timeout, fill).await?, None));
-        };
+        let wait = self
+            .replication
+            .map(|replication| replication.command(timeout));
+        let (reply, after) = self
+            .run_then(route, script, keys, timeout, &fill, wait.as_ref())
+            .await?;
+        let acknowledged = self.replication.map(|replication| match after {
+            Some(after) => replication.acknowledged(after),
+            None => Err(out_of_step()),
+        });
+        Ok((reply, acknowledged))
+    }
+
+    /// [`Self::run`], with `then` (if any) sent right after the script in one pipeline; its
+    /// reply comes back beside the script's.
+    async fn run_then<T: FromRedisValue>(
+        &self,
+        route: &str,
+        script: &LockScript,
+        keys: usize,
+        timeout: Duration,
+        fill: &impl Fn(&mut Cmd),
+        then: Option<&Cmd>,
+    ) -> Result<(T, Option<Value>)> {
         let deadline = tokio::time::Instant::now() + timeout;
         let link = self.link_by(deadline, timeout).await?;
-        let wait = replication.command(timeout);
-        let exchange = self.exchange(&link, route, script, keys, &fill, Some(&wait));
+        let exchange = self.exchange(&link, route, script, keys, fill, then);
         match tokio::time::timeout_at(deadline, exchange).await {
-            Ok(Ok((items, acknowledged))) => {
-                let acknowledged = acknowledged
-                    .map(|reply| replication.acknowledged(reply))
-                    .unwrap_or_else(|| Err(Error::Protocol("no replica acknowledgement".into())));
-                Ok((decode(items)?, Some(acknowledged)))
+            Ok(reply) => {
+                let (items, after) = reply?;
+                Ok((decode(items)?, after))
             }
-            Ok(Err(error)) => Err(error),
             Err(_) => {
                 self.connection.discard(&link, "call timed out");
                 Err(Error::Timeout { after: timeout })
