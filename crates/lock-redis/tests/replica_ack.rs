@@ -257,7 +257,8 @@ async fn a_release_stands_without_acknowledgement() {
 }
 
 /// `fsynced` asks with `WAITAOF`: refused when connecting to a primary without `appendonly`
-/// (or a server without `WAITAOF`); on a pair with `appendonly yes` and `WAITAOF` it grants, and
+/// (or a server without `WAITAOF`); on a pair with `appendonly yes` (`appendfsync always`) and
+/// `WAITAOF` it grants, and
 /// refuses grants once the replica's link is cut.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fsynced_acknowledgement_needs_waitaof_and_appendonly() {
@@ -272,7 +273,9 @@ async fn fsynced_acknowledgement_needs_waitaof_and_appendonly() {
     );
     drop(pair);
 
-    let mut pair = ReplicatedPair::start_with(ServerOptions::default().config("appendonly", "yes"))
+    // `appendfsync always`: with the default `everysec` a replica fsyncs (and so acknowledges
+    // a `WAITAOF`) only once a second, later than this test's 150 ms wait.
+    let mut pair = ReplicatedPair::start_with(ServerOptions::default().aof_fsync_always(true))
         .expect("start a primary and a replica with appendonly");
     let mut raw = pair.primary().connection().await;
     let probe: redis::RedisResult<redis::Value> = redis::cmd("WAITAOF")
@@ -281,9 +284,14 @@ async fn fsynced_acknowledgement_needs_waitaof_and_appendonly() {
         .arg(1)
         .query_async(&mut raw)
         .await;
+    // A replica reports its fsyncs in its periodic acknowledgement (about once a second, seen
+    // on Valkey 9.1), so the wait must cover a second.
+    let fsynced = ReplicaAck::replicas(1)
+        .timeout(Duration::from_millis(1500))
+        .fsynced();
     let connected = RedisBackend::builder(pair.primary().url())
-        .command_timeout(COMMAND_TIMEOUT)
-        .replica_ack(ack().fsynced())
+        .command_timeout(Duration::from_secs(4))
+        .replica_ack(fsynced)
         .connect()
         .await;
     if probe.is_err() {
@@ -295,11 +303,13 @@ async fn fsynced_acknowledgement_needs_waitaof_and_appendonly() {
         return;
     }
     let locker = Locker::new(connected.expect("appendonly yes and WAITAOF"));
+    let started = Instant::now();
     let guard = locker
         .try_lock("ack:aof")
         .await
         .expect("fsynced grant")
         .expect("free");
+    eprintln!("fsynced grant in {:?}", started.elapsed());
     assert_eq!(
         guard.release().await.expect("release"),
         ReleaseOutcome::Released

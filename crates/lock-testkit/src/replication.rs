@@ -167,7 +167,7 @@ impl ReplicatedPair {
                 .query(&mut connection)
                 .map_err(failed)?;
             if acknowledged >= 1 {
-                return Ok(());
+                return self.wait_fsync_acknowledging(&mut connection, deadline, failed);
             }
             if Instant::now() >= deadline {
                 return Err(ServerError::Replication(format!(
@@ -246,6 +246,53 @@ impl ReplicatedPair {
                     && offset(info).is_some_and(|done| done >= target)
             },
         )
+    }
+
+    /// With an append-only file on, also waits until the replica acknowledges fsyncs
+    /// (`WAITAOF 0 1`): a replica that just synced rewrites its file first and reports no fsync
+    /// until that is done, about a second. A server without `WAITAOF` (before Redis 7.2) has
+    /// nothing to wait for.
+    fn wait_fsync_acknowledging(
+        &self,
+        connection: &mut redis::Connection,
+        deadline: Instant,
+        failed: impl Fn(redis::RedisError) -> ServerError,
+    ) -> Result<(), ServerError> {
+        let persistence = self.primary.query::<String>(&["INFO", "persistence"])?;
+        if field(&persistence, "aof_enabled") != Some("1") {
+            return Ok(());
+        }
+        loop {
+            let acknowledged: redis::RedisResult<(Vec<u32>,)> = redis::pipe()
+                .cmd("SET")
+                .arg(LINK_PROBE_KEY)
+                .arg(1)
+                .ignore()
+                .cmd("DEL")
+                .arg(LINK_PROBE_KEY)
+                .ignore()
+                .cmd("WAITAOF")
+                .arg(0)
+                .arg(1)
+                .arg(50)
+                .query(connection);
+            match acknowledged {
+                Ok((counts,)) if counts.get(1).is_some_and(|&replicas| replicas >= 1) => {
+                    return Ok(());
+                }
+                Ok(_) => {}
+                Err(error) if error.code() == Some("ERR") => return Ok(()), // no WAITAOF
+                Err(error) => return Err(failed(error)),
+            }
+            if Instant::now() >= deadline {
+                return Err(ServerError::Replication(format!(
+                    "timed out after {REPLICATION_TIMEOUT:?} waiting for the replica on port {} \
+                     to acknowledge fsyncs of the primary on port {}",
+                    self.replica.port(),
+                    self.primary.port()
+                )));
+            }
+        }
     }
 
     /// Polls `INFO replication` of `server` until `done` holds (at most 10 s).

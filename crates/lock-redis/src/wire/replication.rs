@@ -107,7 +107,9 @@ impl ReplicaAck {
     /// Wait for the write to be fsynced to the append-only file of the primary and of the
     /// replicas (`WAITAOF 1 numreplicas timeout`, Redis 7.2+ and Valkey), instead of only
     /// received by the replicas (`WAIT`). Needs `appendonly yes` on the primary and the
-    /// replicas; checked when the backend connects.
+    /// replicas; checked when the backend connects. With `appendfsync everysec` (the default)
+    /// a server fsyncs once a second, so the [`timeout`](Self::timeout) must cover that second
+    /// or grants fall short; `appendfsync always` acknowledges at once.
     #[must_use]
     pub fn fsynced(mut self) -> Self {
         self.fsynced = true;
