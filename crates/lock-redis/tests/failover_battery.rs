@@ -42,8 +42,8 @@ const DEATH: Duration = Duration::from_millis(8);
 const DEATH_ACKNOWLEDGED: Duration = Duration::from_millis(12);
 /// One-way delay of the replication link.
 const LAG: Duration = Duration::from_millis(1);
-/// Rounds at most per mode (a round yields ~15-20 trials).
-const MAX_ROUNDS: usize = 60;
+/// Rounds at most per mode (a round yields ~15-20 trials without acknowledgement, ~5-8 with).
+const MAX_ROUNDS: usize = 150;
 
 #[derive(Debug, Default)]
 struct Tally {

@@ -156,6 +156,44 @@ async fn a_grant_without_acknowledgement_is_given_back() {
     }
 }
 
+/// While the replicas fall short, concurrent grants each get their refusal, not a timeout: a
+/// `WAIT` holds the connection until it answers, so acknowledged calls go out one pipeline at a
+/// time and share its `WAIT` (five waits of 150 ms one behind the other would pass the 600 ms
+/// call timeout). Fenced fast grants are scripts, so this covers the script path too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_grants_are_refused_not_timed_out() {
+    let mut pair = ReplicatedPair::start().expect("start a primary and a replica");
+    pair.cut_link().expect("cut the replica's link");
+    for kind in [LockKind::Reentrant, LockKind::Fast] {
+        let locker = Locker::new(backend(&pair, kind, ack()).await);
+        let attempts = (0..5).map(|n| {
+            let locker = locker.clone();
+            tokio::spawn(async move {
+                locker
+                    .lock_with(
+                        &format!("ack:concurrent:{n}"),
+                        &LockOptions::new().fencing(true).no_wait(),
+                    )
+                    .await
+            })
+        });
+        for attempt in futures_util::future::join_all(attempts).await {
+            let attempt = attempt.expect("task");
+            assert!(
+                matches!(attempt, Err(Error::NotReplicated { .. })),
+                "{kind:?}: {attempt:?}"
+            );
+        }
+        let mut raw = pair.primary().connection().await;
+        let left: Vec<String> = redis::cmd("KEYS")
+            .arg("ack:concurrent:*")
+            .query_async(&mut raw)
+            .await
+            .expect("KEYS");
+        assert!(left.is_empty(), "{kind:?}: grants left behind: {left:?}");
+    }
+}
+
 /// A re-entry that is not acknowledged is given back to the holds known before it: the outer
 /// hold stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -220,7 +258,7 @@ async fn unacknowledged_renewals_let_the_lease_run_out() {
         .expect("the guard must learn its renewals do not count");
     assert_eq!(loss, LeaseLoss::Expired);
     assert!(
-        cut.elapsed() <= lease + Duration::from_millis(400),
+        cut.elapsed() <= lease + Duration::from_secs(1),
         "lost {:?} after the cut",
         cut.elapsed()
     );

@@ -107,7 +107,7 @@ impl LockBackend for RedisBackend {
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
         let calls = &self.inner.calls;
         match self.inner.kind {
-            LockKind::Fast => fast::try_acquire(calls, self.inner.native_delete, request).await,
+            LockKind::Fast => fast::try_acquire(calls, request).await,
             LockKind::Reentrant => reentrant::try_acquire(calls, request).await,
         }
     }
@@ -138,9 +138,7 @@ impl LockBackend for RedisBackend {
     async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
         let calls = &self.inner.calls;
         match self.inner.kind {
-            LockKind::Fast => {
-                fast::abandon(calls, self.inner.native_delete, name, owner_field, keep).await
-            }
+            LockKind::Fast => fast::abandon(calls, name, owner_field, keep).await,
             LockKind::Reentrant => reentrant::abandon(calls, name, owner_field, keep).await,
         }
     }

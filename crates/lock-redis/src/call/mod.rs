@@ -33,6 +33,9 @@ pub(crate) struct Calls {
     announce: Announce,
     /// Whether writes wait for replicas, and how many.
     replication: Option<ReplicaAck>,
+    /// With replicas to wait for on a connection that does not share pipelines (a cluster):
+    /// one acknowledged write in flight at a time (see [`Calls::new`]).
+    wait_gate: Option<tokio::sync::Semaphore>,
 }
 
 impl Calls {
@@ -42,20 +45,25 @@ impl Calls {
         announce: Announce,
         replication: Option<ReplicaAck>,
     ) -> Self {
-        // With replicas to wait for, one pipeline at a time: a `WAIT` holds the connection on
-        // the server until it answers, so calls arriving meanwhile are better off queued and
-        // sent together, under one `WAIT` (a group commit), than each behind its own.
+        // With replicas to wait for, one `WAIT` at a time: a `WAIT` holds its connection on the
+        // server until it answers, so a call behind two of them could miss its deadline while
+        // the replicas are short, and see a timeout instead of a shortfall. On one server the
+        // queue is the gate, and calls arriving meanwhile go out together under the next `WAIT`
+        // (a group commit); on a cluster, where each call is its own pipeline, a semaphore is.
         let coalescer = match (connection.coalesces(), replication.is_some()) {
             (false, _) => Coalescer::never(),
             (true, false) => Coalescer::default(),
             (true, true) => Coalescer::one_at_a_time(),
         };
+        let wait_gate = (replication.is_some() && !connection.coalesces())
+            .then(|| tokio::sync::Semaphore::new(1));
         Calls {
             connection,
             coalescer,
             command_timeout,
             announce,
             replication,
+            wait_gate,
         }
     }
 
@@ -110,8 +118,10 @@ impl Calls {
 
     /// Runs one lock script that writes, like [`Self::run`], and when writes wait for
     /// replicas ([`Self::replication`]) asks for the acknowledgement in the same pipeline,
-    /// on the same connection, right after it.
-    pub(crate) async fn run_acked<T: FromRedisValue>(
+    /// on the same connection, right after it. Only one such call is out at a time: callers
+    /// hold the queue's slot (one server), or wait for the gate here (a cluster; see
+    /// [`Calls::new`]).
+    async fn run_acked<T: FromRedisValue>(
         &self,
         route: &str,
         script: &LockScript,
@@ -119,6 +129,19 @@ impl Calls {
         timeout: Duration,
         fill: impl Fn(&mut Cmd),
     ) -> Result<(T, Acknowledged)> {
+        let started = tokio::time::Instant::now();
+        let _turn = match &self.wait_gate {
+            // Nothing is sent while waiting here: a timeout leaves the connection trusted.
+            Some(gate) => Some(
+                tokio::time::timeout(timeout, gate.acquire())
+                    .await
+                    .map_err(|_| Error::Timeout { after: timeout })?
+                    .map_err(|_| Error::Unavailable("the backend is shutting down".into()))?,
+            ),
+            None => None,
+        };
+        // The wait is capped by what is left of the call once its turn came.
+        let timeout = timeout.saturating_sub(started.elapsed());
         let wait = self
             .replication
             .map(|replication| replication.command(timeout));

@@ -64,7 +64,6 @@ impl NativeDelete {
 /// lock is held; the fenced-acquire script when a token is asked for.
 pub(crate) async fn try_acquire(
     calls: &Arc<Calls>,
-    native_delete: NativeDelete,
     request: AcquireRequest<'_>,
 ) -> Result<AcquireOutcome> {
     let (outcome, acknowledged) = acquire_once(calls, request).await?;
@@ -72,8 +71,8 @@ pub(crate) async fn try_acquire(
         && let Err(shortfall) = replicated::grant_verdict(calls, request.name, acknowledged)
     {
         // Not reentrant: a grant is the owner's only hold; give it back, then refuse.
-        abandon(calls, native_delete, request.name, request.owner_field, 0).await?;
-        return Err(shortfall);
+        let given_back = abandon(calls, request.name, request.owner_field, 0).await;
+        return Err(replicated::refused(given_back, shortfall));
     }
     Ok(outcome)
 }
@@ -87,7 +86,7 @@ async fn acquire_once(
     if request.fencing {
         let token_key = keys::token_key(request.name);
         let (reply, acknowledged): (Vec<i64>, _) = calls
-            .run_acked(request.name, &FAST_ACQUIRE_FENCED, 2, timeout, |command| {
+            .run_write(request.name, &FAST_ACQUIRE_FENCED, 2, timeout, |command| {
                 command
                     .arg(request.name)
                     .arg(&token_key)
@@ -134,6 +133,10 @@ async fn acquire_once(
                             ttl: ttl_from_pttl(*pttl),
                         };
                         return Ok((held, None));
+                    }
+                    // Refused (an ACL without `+pttl`): in step, as the pipeline's echo said.
+                    Some(Value::ServerError(error)) => {
+                        return Err(map_error(&error.clone().into(), timeout));
                     }
                     other => return Err(Error::Protocol(format!("PTTL answered {other:?}"))),
                 }
@@ -212,17 +215,25 @@ pub(crate) async fn release(
 
 /// A fast lock has at most one hold per owner: with `keep ≥ 1` the owner still holds it and
 /// nothing changes; with `keep = 0` it is given back if it is the owner's.
-pub(crate) async fn abandon(
-    calls: &Arc<Calls>,
-    native_delete: NativeDelete,
-    name: &str,
-    owner_field: &str,
-    keep: u32,
-) -> Result<()> {
+pub(crate) async fn abandon(calls: &Calls, name: &str, owner_field: &str, keep: u32) -> Result<()> {
     if keep >= 1 {
         return Ok(());
     }
-    match release(calls, native_delete, name, owner_field).await {
+    // The compare-and-delete script, alone: a cleanup needs no replica wait (the replicas may
+    // be the very reason for it) and no pipeline shared with the calls it cleans up after.
+    let channel = keys::channel(name);
+    let given_back: Result<(i64,)> = calls
+        .run(
+            name,
+            &FAST_RELEASE,
+            1,
+            calls.call_timeout(None),
+            |command| {
+                fast_release_arguments(command, name, owner_field, &channel, calls.announce());
+            },
+        )
+        .await;
+    match given_back {
         Ok(_) => Ok(()),
         Err(error) => {
             let cleanup = Cleanup {
@@ -240,7 +251,10 @@ pub(crate) async fn abandon(
 }
 
 /// `LockBackend::renew` with the fast renew script.
-pub(crate) async fn renew(calls: &Calls, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
+pub(crate) async fn renew(
+    calls: &Arc<Calls>,
+    renewals: &[Renewal<'_>],
+) -> Result<Vec<RenewOutcome>> {
     scripted::renew(calls, &FAST_RENEW, renewals).await
 }
 

@@ -47,14 +47,14 @@ pub(crate) async fn try_acquire(
         && let Err(shortfall) = replicated::grant_verdict(calls, request.name, acknowledged)
     {
         // Given back to the holds known before this attempt, then refused.
-        abandon(
+        let given_back = abandon(
             calls,
             request.name,
             request.owner_field,
             request.known_holds,
         )
-        .await?;
-        return Err(shortfall);
+        .await;
+        return Err(replicated::refused(given_back, shortfall));
     }
     Ok(outcome)
 }
@@ -89,7 +89,10 @@ pub(crate) async fn release(
 }
 
 /// `LockBackend::renew` with the reentrant renew script.
-pub(crate) async fn renew(calls: &Calls, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
+pub(crate) async fn renew(
+    calls: &Arc<Calls>,
+    renewals: &[Renewal<'_>],
+) -> Result<Vec<RenewOutcome>> {
     scripted::renew(calls, &RENEW, renewals).await
 }
 

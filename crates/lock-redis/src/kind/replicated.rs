@@ -85,3 +85,48 @@ pub(crate) fn log_release(calls: &Calls, name: &str, acknowledged: Acknowledged)
         Err(error) => tracing::warn!(lock = name, %error, "release acknowledgement refused"),
     }
 }
+
+/// What a grant refused for too few acknowledgements (`refusal`) returns once it was given back
+/// (`given_back`): the refusal; or, when giving it back failed, an ambiguous error, since the
+/// grant may still stand, so the locker's own cleanup (with its debt) takes it back. A definite
+/// failure (e.g. `READONLY` after a failover) would otherwise leave the grant to its lease.
+pub(crate) fn refused(given_back: Result<(), Error>, refusal: Error) -> Error {
+    match given_back {
+        Ok(()) => refusal,
+        Err(error) if error.is_ambiguous() => error,
+        Err(error) => Error::ConnectionLost(format!(
+            "{refusal}, and giving the grant back failed ({error}): it may still stand"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn a_grant_not_given_back_is_reported_ambiguous() {
+        let refusal = || Error::NotReplicated {
+            acknowledged: 0,
+            required: 1,
+        };
+        assert!(matches!(
+            refused(Ok(()), refusal()),
+            Error::NotReplicated { .. }
+        ));
+        let timeout = Error::Timeout {
+            after: Duration::from_millis(5),
+        };
+        assert!(matches!(
+            refused(Err(timeout), refusal()),
+            Error::Timeout { .. }
+        ));
+        // A definite failure to give it back (a demoted primary answering READONLY) must still
+        // reach the locker's cleanup: reported as ambiguous.
+        let demoted = refused(Err(Error::ReadOnly("READONLY".into())), refusal());
+        assert!(demoted.is_ambiguous(), "{demoted:?}");
+        assert!(demoted.to_string().contains("READONLY"), "{demoted}");
+    }
+}

@@ -1,6 +1,8 @@
 //! The operations both lock kinds run the same way, each with its own script: renewals,
 //! force-release and inspection.
 
+use std::sync::Arc;
+
 use lock_core::{Error, LockState, RenewOutcome, Renewal, Result};
 
 use crate::call::Calls;
@@ -19,7 +21,7 @@ const RENEW_CHUNK: usize = 256;
 /// slot first; the groups' scripts go out concurrently, so each node's connection carries them
 /// together.
 pub(crate) async fn renew(
-    calls: &Calls,
+    calls: &Arc<Calls>,
     script: &LockScript,
     renewals: &[Renewal<'_>],
 ) -> Result<Vec<RenewOutcome>> {
@@ -42,7 +44,7 @@ pub(crate) async fn renew(
             // A chunk is never empty; its first name routes it.
             let route = renewals[chunk[0]].name;
             let (reply, acknowledged): (Vec<i64>, _) = calls
-                .run_acked(
+                .run_write(
                     route,
                     script,
                     chunk.len(),
