@@ -122,7 +122,8 @@ async fn lock_wait_renew_release(
 ) -> Duration {
     let holder = Locker::new(harness.client().await);
     let waiter = Locker::new(harness.client().await);
-    let lease = Duration::from_millis(400);
+    // Long enough that a loaded machine (a cluster or a Sentinel group over TLS) keeps it.
+    let lease = Duration::from_millis(1200);
     let held = holder
         .lock_with(name, &LockOptions::new().watchdog_lease(lease))
         .await
@@ -138,7 +139,7 @@ async fn lock_wait_renew_release(
     });
     let channel = keys::channel(name);
     wait_for_subscription("subscription", || subscribed(&channel)).await;
-    sleep(lease * 3).await;
+    sleep(lease * 2).await;
     assert!(!held.is_lost(), "the watchdog kept the lease");
     assert!(
         held.valid_until() > first_deadline,

@@ -60,7 +60,8 @@ impl TlsSettings {
     pub(crate) fn check(&self) -> Result<Tls> {
         #[cfg(feature = "tls-rustls")]
         {
-            install_crypto_provider();
+            // The provider is installed when a TLS client is opened (`Tls::open`): a backend on
+            // `redis://` URLs leaves the application's choice of provider alone.
             rustls_checks::check(self.ca_pem.as_deref(), self.identity.as_ref())?;
             let certs = (self.ca_pem.is_some() || self.identity.is_some()).then(|| {
                 redis::TlsCertificates {
@@ -108,6 +109,26 @@ impl Tls {
         let client = redis::Client::open(url).map_err(|error| Error::InvalidConfig {
             reason: format!("bad Redis URL: {error}"),
         })?;
+        if let redis::ConnectionAddr::TcpTls { insecure, .. } = client.get_connection_info().addr()
+        {
+            // redis-rs may have TLS through another crate's features: without ours there is no
+            // crypto provider, and the first connect would panic.
+            if cfg!(not(feature = "tls-rustls")) {
+                return Err(invalid(
+                    "`rediss://` URLs need the `tls-rustls` feature of lock-redis (or distlock)",
+                ));
+            }
+            // Certificates unchecked would also drop the CA bundle and client identity given
+            // here (redis-rs sets none in that mode).
+            if *insecure {
+                return Err(invalid(
+                    "`#insecure` (no certificate check) is not supported: give the server's CA \
+                     with `tls_ca_pem`",
+                ));
+            }
+            #[cfg(feature = "tls-rustls")]
+            install_crypto_provider();
+        }
         #[cfg(feature = "tls-rustls")]
         if let Some(certs) = &self.certs {
             let info = client.get_connection_info();
@@ -188,18 +209,6 @@ impl Tls {
                     "over TLS every Sentinel URL must carry the same username and password",
                 ));
             }
-            // The data nodes are verified as strictly as the Sentinels are (`#insecure`).
-            let insecure = sentinels.iter().any(|info| {
-                matches!(
-                    info.addr(),
-                    redis::ConnectionAddr::TcpTls { insecure: true, .. }
-                )
-            });
-            let mode = if insecure {
-                redis::TlsMode::Insecure
-            } else {
-                redis::TlsMode::Secure
-            };
             // The Sentinels' addresses carry their certificates already (`Tls::open`).
             let mut builder = SentinelClientBuilder::new(
                 sentinels.iter().map(|info| info.addr().clone()),
@@ -207,7 +216,7 @@ impl Tls {
                 SentinelServerType::Master,
             )
             .map_err(|error| invalid(format!("bad Sentinel settings: {error}")))?
-            .set_client_to_redis_tls_mode(mode);
+            .set_client_to_redis_tls_mode(redis::TlsMode::Secure);
             if let Some(username) = first.username() {
                 builder = builder.set_client_to_sentinel_username(username);
             }
