@@ -356,7 +356,8 @@ fn first_key(command: &Cmd) -> Option<Vec<u8>> {
     });
     let name = args.next()?.to_ascii_uppercase();
     match name.as_slice() {
-        b"PING" | b"ASKING" => None,
+        // No key: a `WAIT` only follows the write that routes its pipeline.
+        b"PING" | b"ASKING" | b"WAIT" | b"WAITAOF" => None,
         b"EVAL" | b"EVALSHA" => {
             let _script = args.next()?;
             let keys: usize = std::str::from_utf8(args.next()?).ok()?.parse().ok()?;
@@ -404,5 +405,8 @@ mod tests {
         keyless.arg("return 1").arg(0);
         assert_eq!(first_key(&keyless), None);
         assert_eq!(first_key(&redis::cmd("PING")), None);
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(1).arg(100);
+        assert_eq!(first_key(&wait), None);
     }
 }
