@@ -279,14 +279,17 @@ impl RedisBackendBuilder {
                 let announce = match self.sharded {
                     ShardedPubSub::Off => Announce::Plain,
                     ShardedPubSub::Auto => {
-                        if has_sharded_pubsub(&connection, self.connect_timeout).await {
-                            Announce::Both
-                        } else {
-                            Announce::Plain
+                        match has_sharded_pubsub(&connection, self.connect_timeout).await {
+                            Ok(true) => Announce::Both,
+                            Ok(false) => Announce::Plain,
+                            Err(error) => {
+                                tracing::warn!(%error, "sharded pub/sub probe refused; releases announced with PUBLISH only");
+                                Announce::Plain
+                            }
                         }
                     }
                     ShardedPubSub::On => {
-                        if !has_sharded_pubsub(&connection, self.connect_timeout).await {
+                        if !has_sharded_pubsub(&connection, self.connect_timeout).await? {
                             return Err(Error::InvalidConfig {
                                 reason: "sharded pub/sub is on, but the cluster has no \
                                          SSUBSCRIBE/SPUBLISH (Redis or Valkey 7+ needed)"
@@ -461,13 +464,20 @@ impl RedisBackend {
 ///
 /// # Errors
 ///
-/// [`Error::InvalidConfig`] with the server's refusal; the error of the call when the server
-/// cannot be asked.
+/// [`Error::InvalidConfig`] with the server's refusal, [`Error::NotPermitted`] with the ACL's;
+/// the error of the call when the server cannot be asked.
 async fn check_fsync(connection: &Connection, ack: &ReplicaAck, timeout: Duration) -> Result<()> {
     let mut probe = redis::cmd("WAITAOF");
     probe.arg(1).arg(0).arg(1);
     let link = connection.current().await;
     match tokio::time::timeout(timeout, connection.ask(&link, &probe)).await {
+        // The ACL's refusal says nothing of the server: the user lacks `+waitaof`.
+        Ok(Ok(redis::Value::ServerError(refusal))) if refusal.code() == "NOPERM" => {
+            Err(crate::wire::errors::map_error(&refusal.into(), timeout))
+        }
+        Ok(Err(error)) if error.code() == Some("NOPERM") => {
+            Err(crate::wire::errors::map_error(&error, timeout))
+        }
         Ok(Ok(redis::Value::ServerError(refusal))) => Err(Error::InvalidConfig {
             reason: format!(
                 "replica acknowledgement waits for fsyncs ({ack:?}), but the server refuses \
@@ -488,15 +498,26 @@ async fn check_fsync(connection: &Connection, ack: &ReplicaAck, timeout: Duratio
 
 /// Whether the cluster has sharded pub/sub (`PUBSUB SHARDNUMSUB` is known), as Redisson's
 /// `shardedSubscriptionMode` AUTO asks.
+///
+/// # Errors
+///
+/// [`Error::NotPermitted`] when the ACL refuses the probe (`+pubsub|shardnumsub`), which says
+/// nothing of the server: "no sharded pub/sub" would be the wrong answer.
 #[cfg(feature = "cluster")]
-async fn has_sharded_pubsub(connection: &Connection, timeout: Duration) -> bool {
+async fn has_sharded_pubsub(connection: &Connection, timeout: Duration) -> Result<bool> {
     let mut probe = redis::cmd("PUBSUB");
     probe.arg("SHARDNUMSUB");
     let link = connection.current().await;
-    matches!(
-        tokio::time::timeout(timeout, connection.ask(&link, &probe)).await,
-        Ok(Ok(redis::Value::Array(_)))
-    )
+    match tokio::time::timeout(timeout, connection.ask(&link, &probe)).await {
+        Ok(Ok(redis::Value::Array(_))) => Ok(true),
+        Ok(Ok(redis::Value::ServerError(refusal))) if refusal.code() == "NOPERM" => {
+            Err(crate::wire::errors::map_error(&refusal.into(), timeout))
+        }
+        Ok(Err(error)) if error.code() == Some("NOPERM") => {
+            Err(crate::wire::errors::map_error(&error, timeout))
+        }
+        _ => Ok(false),
+    }
 }
 
 /// The cluster client for `seeds` (no retries of its own: see `connection::cluster`) and a

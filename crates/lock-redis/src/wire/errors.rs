@@ -16,6 +16,8 @@ pub(crate) fn map_error(error: &RedisError, timeout: Duration) -> Error {
         Some("WRONGTYPE") => return Error::WrongType(text),
         Some("READONLY") => return Error::ReadOnly(text),
         Some("NOPERM" | "WRONGPASS" | "NOAUTH") => return Error::NotPermitted(text),
+        Some("ERR") if refused_in_script(error) => return Error::NotPermitted(text),
+        _ if refused_select(&text) => return Error::NotPermitted(text),
         Some("OOM") => return Error::OutOfMemory(text),
         Some("LOADING" | "BUSY" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN") => {
             return Error::Unavailable(text);
@@ -29,5 +31,86 @@ pub(crate) fn map_error(error: &RedisError, timeout: Duration) -> Error {
         _ if error.is_io_error() || error.is_connection_dropped() => Error::ConnectionLost(text),
         _ if error.is_unrecoverable_error() => Error::ConnectionLost(text),
         _ => Error::Backend(text),
+    }
+}
+
+/// Whether `error` is the ACL refusing a command a script called (`redis.call('hset', …)`, or
+/// a key or channel it named): the server answers `ERR`, not `NOPERM`, there. Redis 7.2+ and
+/// Valkey say `ACL failure in script: …`, Redis 7.0 `The user executing the script can't …`.
+fn refused_in_script(error: &RedisError) -> bool {
+    error.detail().is_some_and(|detail| {
+        detail.starts_with("ACL failure in script")
+            || detail.starts_with("The user executing the script can't")
+    })
+}
+
+/// Whether `text` is the ACL refusing the `SELECT` of a URL's database when connecting:
+/// redis-rs reports it with its own words and the server's text, without the `NOPERM` code.
+fn refused_select(text: &str) -> bool {
+    text.contains("refused to switch database")
+        && text.to_ascii_lowercase().contains("no permissions")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error reply as the server sends it.
+    fn server_error(code: &str, detail: &str) -> RedisError {
+        match redis::parse_redis_value(format!("-{code} {detail}\r\n").as_bytes()) {
+            Ok(redis::Value::ServerError(error)) => error.into(),
+            other => panic!("not an error reply: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn acl_refusals_inside_scripts_are_not_permitted() {
+        for detail in [
+            // Valkey 9 (and Redis 7.2+).
+            "ACL failure in script: User locks has no permissions to run the 'hset' command \
+             script: 1a2b, on @user_script:36.",
+            // Redis 7.0.
+            "The user executing the script can't run this command or subcommand script: 1a2b, \
+             on @user_script:36.",
+            "The user executing the script can't access at least one of the keys mentioned in \
+             the command script: 1a2b, on @user_script:9.",
+        ] {
+            let mapped = map_error(&server_error("ERR", detail), Duration::ZERO);
+            assert!(
+                matches!(mapped, Error::NotPermitted(_)),
+                "{detail}: {mapped:?}"
+            );
+        }
+        let other = map_error(&server_error("ERR", "Error running script"), Duration::ZERO);
+        assert!(matches!(other, Error::Backend(_)), "{other:?}");
+        let noperm = map_error(&server_error("NOPERM", "no rights"), Duration::ZERO);
+        assert!(matches!(noperm, Error::NotPermitted(_)), "{noperm:?}");
+    }
+
+    #[test]
+    fn a_refused_select_when_connecting_is_not_permitted() {
+        let select = |detail: &str| -> RedisError {
+            (
+                redis::ServerErrorKind::ResponseError.into(),
+                "Redis server refused to switch database",
+                detail.to_owned(),
+            )
+                .into()
+        };
+        for detail in [
+            "this user has no permissions to run the 'select' command",
+            "User locks has no permissions to run the 'select' command",
+        ] {
+            let mapped = map_error(&select(detail), Duration::ZERO);
+            assert!(
+                matches!(mapped, Error::NotPermitted(_)),
+                "{detail}: {mapped:?}"
+            );
+        }
+        let out_of_range = map_error(&select("DB index is out of range"), Duration::ZERO);
+        assert!(
+            !matches!(out_of_range, Error::NotPermitted(_)),
+            "{out_of_range:?}"
+        );
     }
 }
