@@ -27,7 +27,9 @@ use std::time::Duration;
 use lock_core::{Error, Result};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
+};
 use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisResult, ServerErrorKind, Value};
 use tokio::sync::watch;
 
@@ -331,12 +333,33 @@ impl Cluster {
     }
 }
 
-/// Makes a cluster connection and loads the scripts on every primary (best effort).
+/// Makes a cluster connection, checks that every primary lets the user `ASKING` and `PING`,
+/// and loads the scripts on every primary (best effort).
 async fn establish(client: &ClusterClient) -> Result<ClusterConnection> {
     let mut connection = client
         .get_async_connection()
         .await
         .map_err(|error| map_error(&error, Duration::ZERO))?;
+    // Every primary must let the user `ASKING` (sent before a request that follows `ASK`
+    // while a slot moves: refused, the request would bounce between the two nodes until its
+    // timeout, and a lease whose key has moved could not be renewed) and `PING` (calls prove
+    // their replies with it, as on one server): refused here, by name, rather than later as a
+    // `Timeout` or `ConnectionLost`. `PING` comes second, so it is the command that `ASKING`
+    // applies to.
+    let everywhere = RoutingInfo::MultiNode((
+        MultipleNodeRoutingInfo::AllMasters,
+        Some(ResponsePolicy::AllSucceeded),
+    ));
+    for (command, grant) in [("ASKING", "+asking"), ("PING", "+ping")] {
+        let answer = connection
+            .route_command(redis::cmd(command), everywhere.clone())
+            .await;
+        if let Err(error) = answer.and_then(Value::extract_error)
+            && let Some(refused) = super::standalone::refused_right(&error, grant)
+        {
+            return Err(refused);
+        }
+    }
     for script in scripts::preloaded() {
         // redis-rs sends SCRIPT LOAD to every primary.
         if let Err(error) = script.script().load_async(&mut connection).await {

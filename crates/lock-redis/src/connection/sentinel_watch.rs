@@ -34,10 +34,10 @@ pub(crate) fn follow_switches(
         return;
     };
     runtime.spawn(async move {
-        let mut first = true;
+        let (mut first, mut warned) = (true, false);
         loop {
             for info in &sentinels {
-                if !listen(info, &service, &on_event, &mut first).await {
+                if !listen(info, &service, &on_event, &mut first, &mut warned).await {
                     return;
                 }
             }
@@ -50,11 +50,14 @@ pub(crate) fn follow_switches(
 }
 
 /// Listens on one Sentinel until its connection ends; `false` when the backend is gone.
+/// `warned` says whether a refused subscription was logged already (once per backend: the
+/// task tries again every 200 ms).
 async fn listen(
     info: &ConnectionInfo,
     service: &str,
     on_event: &(impl Fn(Option<&str>) -> bool + Send + Sync),
     first: &mut bool,
+    warned: &mut bool,
 ) -> bool {
     let Ok(client) = Client::open(info.clone()) else {
         return true;
@@ -64,11 +67,21 @@ async fn listen(
     else {
         return true;
     };
-    if !matches!(
-        tokio::time::timeout(Duration::from_secs(2), pubsub.subscribe(SWITCH_CHANNEL)).await,
-        Ok(Ok(()))
-    ) {
-        return true;
+    match tokio::time::timeout(Duration::from_secs(2), pubsub.subscribe(SWITCH_CHANNEL)).await {
+        Ok(Ok(())) => {}
+        // The Sentinels' ACL user lacks `+subscribe` or `&+switch-master`: said once, since
+        // failovers are then followed only when the command connection fails.
+        Ok(Err(error)) if error.code() == Some("NOPERM") => {
+            if !std::mem::replace(warned, true) {
+                tracing::warn!(
+                    %error,
+                    "a Sentinel refused the +switch-master subscription; failovers are followed \
+                     only when the command connection fails (see docs/deployments.md, \"ACL\")"
+                );
+            }
+            return true;
+        }
+        _ => return true,
     }
     // A switch announced while no Sentinel was listened to would be missed: look the primary
     // up again now (not on the very first subscription: the connection was just made).

@@ -541,11 +541,38 @@ async fn establish(source: &Source, config: &AsyncConnectionConfig) -> Result<Li
         // Busy, loading, a broken connection: try again with another connection.
         Err(error) => return Err(map_error(&error, Duration::ZERO)),
     };
+    may_ping(&mut connection).await?;
     preload_scripts(&connection).await;
     Ok(Link {
         connection,
         identity,
         generation: 0,
+    })
+}
+
+/// Refuses a user the ACL denies `PING`: calls prove their replies with `PING <id>` (every
+/// pipeline ends with one, and an error reply is trusted only after one), so without it the
+/// first shared pipeline would look out of step (`ConnectionLost`, the connection replaced
+/// again and again) rather than say what is missing.
+///
+/// # Errors
+///
+/// [`Error::NotPermitted`] when the server refuses `PING` with `NOPERM`. Any other answer is
+/// left to the calls (a busy or loading server refuses everything for a while).
+async fn may_ping(connection: &mut MultiplexedConnection) -> Result<()> {
+    match redis::cmd("PING").query_async::<Value>(connection).await {
+        Err(error) => refused_right(&error, "+ping").map_or(Ok(()), Err),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// The error for a command the ACL refused (`NOPERM`), naming the `grant` it takes; `None`
+/// for any other error.
+pub(crate) fn refused_right(error: &redis::RedisError, grant: &str) -> Option<Error> {
+    (error.code() == Some("NOPERM")).then(|| {
+        Error::NotPermitted(format!(
+            "{error} (distlock needs {grant}: see docs/deployments.md, \"ACL\")"
+        ))
     })
 }
 
