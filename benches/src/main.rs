@@ -21,13 +21,22 @@
 //! - W6: `--waiters` waiters on distinct locks held by another client; connections of the waiting
 //!   client and wake-up latency under paced releases. See `w6.rs`.
 //!
+//! W1C, W2C and W5C (not in the default `--workloads`) are W1, W2 and W5 on a throw-away Redis
+//! Cluster of 3 primaries: rows `ping2`, `raw-script` (a raw redis-rs cluster client running the
+//! same scripts) and the distlock rows on `RedisBackend::cluster_builder`; see `cluster.rs`. W1A
+//! and W2A (not in the default either) are W1 and W2 on a throw-away primary with one replica,
+//! each distlock row as it is and with replica acknowledgement (`<row>-ack`); see `acked.rs`.
+//!
 //! ```text
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1,w2 --json out.json
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w4 --nodes 3,5
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1,w2,w4 --smoke
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w3,w5,w6 --rounds 1
+//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1c,w2c,w5c,w1a,w2a
 //! ```
 
+mod acked;
+mod cluster;
 mod contenders;
 mod measurement;
 mod probe;
@@ -44,7 +53,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use lock_testkit::{RedisNodes, RedisServer};
+use lock_redis::RedisBackend;
+use lock_testkit::{RedisCluster, RedisNodes, RedisServer, ReplicatedPair};
 
 use contenders::{BenchError, Contender, Kind};
 use measurement::Measurement;
@@ -66,12 +76,54 @@ enum Workload {
     W5,
     /// `--waiters` waiters on distinct held locks: connections used, wake-up latency.
     W6,
+    /// W1 on a 3-primary cluster: distlock against a raw redis-rs cluster client.
+    W1c,
+    /// W2 on a 3-primary cluster: distlock against a raw redis-rs cluster client.
+    W2c,
+    /// W5 on a 3-primary cluster: renewal calls and round trips per node.
+    W5c,
+    /// W1 on a primary with one replica: each distlock row with and without replica
+    /// acknowledgement.
+    W1a,
+    /// W2 on a primary with one replica: each distlock row with and without replica
+    /// acknowledgement.
+    W2a,
 }
 
 impl Workload {
-    /// All but W4 run on one server (`--url` or a throw-away one).
+    /// The workload's label in rows, ratios and targets (`W1`, `W2C`, ...).
+    fn label(self) -> &'static str {
+        match self {
+            Workload::W1 => "W1",
+            Workload::W2 => "W2",
+            Workload::W3 => "W3",
+            Workload::W4 => "W4",
+            Workload::W5 => "W5",
+            Workload::W6 => "W6",
+            Workload::W1c => "W1C",
+            Workload::W2c => "W2C",
+            Workload::W5c => "W5C",
+            Workload::W1a => "W1A",
+            Workload::W2a => "W2A",
+        }
+    }
+
+    /// W1, W2, W3, W5 and W6 run on one server (`--url` or a throw-away one).
     fn single_server(self) -> bool {
-        self != Workload::W4
+        matches!(
+            self,
+            Workload::W1 | Workload::W2 | Workload::W3 | Workload::W5 | Workload::W6
+        )
+    }
+
+    /// W1C, W2C and W5C run on a throw-away cluster.
+    fn on_cluster(self) -> bool {
+        matches!(self, Workload::W1c | Workload::W2c | Workload::W5c)
+    }
+
+    /// W1A and W2A run on a throw-away primary with one replica.
+    fn on_replicated_pair(self) -> bool {
+        matches!(self, Workload::W1a | Workload::W2a)
     }
 }
 
@@ -90,22 +142,22 @@ struct Args {
     /// nodes.
     #[arg(long, value_delimiter = ',', default_value = "3,5")]
     nodes: Vec<usize>,
-    /// W1: measured lock + unlock pairs per contender.
+    /// W1, W1C, W1A: measured lock + unlock pairs per contender.
     #[arg(long, default_value_t = 20_000)]
     iterations: u64,
     /// W4: measured lock + unlock pairs per row.
     #[arg(long, default_value_t = 5_000)]
     w4_iterations: u64,
-    /// W1, W4: unmeasured pairs per contender before measuring.
+    /// W1, W1C, W1A, W4: unmeasured pairs per contender before measuring.
     #[arg(long, default_value_t = 2_000)]
     warmup: u64,
-    /// W1, W4: the contenders take turns every this many pairs.
+    /// W1, W1C, W1A, W4: the contenders take turns every this many pairs.
     #[arg(long, default_value_t = 1_000)]
     chunk: u64,
-    /// W2: concurrent tasks.
+    /// W2, W2C, W2A: concurrent tasks.
     #[arg(long, default_value_t = 64)]
     tasks: usize,
-    /// W2: measured seconds per contender.
+    /// W2, W2C, W2A: measured seconds per contender.
     #[arg(long, default_value_t = 3.0)]
     duration: f64,
     /// W2: a fixed number of pairs per task instead of `--duration`.
@@ -131,15 +183,20 @@ struct Args {
     /// between attempts; its default is 200). At least 2: 1 would mean no delay at all.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..))]
     w3_rslock_retry_ms: u64,
-    /// W5: locks held under the watchdog.
+    /// W5, W5C: locks held under the watchdog.
     #[arg(long, default_value_t = 10_000)]
     locks: usize,
-    /// W5: the watchdog lease in ms (renewed every third of it).
+    /// W5, W5C: the watchdog lease in ms (renewed every third of it).
     #[arg(long, default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(30..))]
     w5_lease_ms: u64,
-    /// W5: renewal periods to hold the locks for.
+    /// W5, W5C: renewal periods to hold the locks for.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     w5_periods: u32,
+    /// W5, W5C: 0 (default) gives every lock a name of its own hash; `n` puts hash tag
+    /// `{t<i % n>}` in lock `i`'s name, so the locks share `n` slots (on a cluster, renewals are
+    /// grouped by slot).
+    #[arg(long, default_value_t = 0)]
+    w5_hash_tags: usize,
     /// W6: waiting tasks, each on a lock of its own.
     #[arg(long, default_value_t = 10_000)]
     waiters: usize,
@@ -150,10 +207,12 @@ struct Args {
     /// Workloads to run.
     #[arg(long, value_delimiter = ',', default_value = "w1,w2")]
     workloads: Vec<Workload>,
-    /// Contenders to run (default: all).
+    /// Contenders to run (default: all; W1C and W2C: `ping2`, `raw-script`, `distlock-fixed`,
+    /// `distlock-lock`, `distlock-fast`, and only those and the other distlock rows; W1A and
+    /// W2A: `distlock-lock`, `distlock-fast-lock`, and only distlock rows).
     #[arg(long, value_delimiter = ',')]
     contenders: Option<Vec<Kind>>,
-    /// distlock rows: hold this many watchdog locks on the same locker while measuring (a
+    /// W1, W2 distlock rows: hold this many watchdog locks on the same locker while measuring (a
     /// non-empty watchdog registry).
     #[arg(long, default_value_t = 0)]
     background_holds: usize,
@@ -260,6 +319,51 @@ fn main() -> Result<(), BenchError> {
         );
     }
 
+    // A cluster (W1C, W2C, W5C) and a replicated pair (W1A, W2A), started from the same server
+    // binary, each stopped when dropped.
+    let cluster = if args.workloads.iter().any(|workload| workload.on_cluster()) {
+        let cluster = RedisCluster::start(cluster::PRIMARIES, 0)?;
+        println!(
+            "lockbench W1C/W2C/W5C: cluster of {} primaries {} ({}), runtime {} thread(s), one cluster connection per row, op = lock+unlock, loadavg {}",
+            cluster::PRIMARIES,
+            cluster.urls().join(" "),
+            cluster.node(0).version(),
+            args.threads,
+            loadavg()
+        );
+        Some(cluster)
+    } else {
+        None
+    };
+    let pair = if args
+        .workloads
+        .iter()
+        .any(|workload| workload.on_replicated_pair())
+    {
+        let pair = ReplicatedPair::start()?;
+        println!(
+            "lockbench W1A/W2A: primary {} with one replica {} ({}), acknowledged rows ask {:?}, runtime {} thread(s), one connection per row, op = lock+unlock, loadavg {}",
+            pair.primary().url(),
+            pair.replica().url(),
+            pair.primary().version(),
+            acked::ack(),
+            args.threads,
+            loadavg()
+        );
+        Some(pair)
+    } else {
+        None
+    };
+    let topologies = Topologies {
+        cluster_urls: cluster.as_ref().map(RedisCluster::urls).unwrap_or_default(),
+        cluster_version: cluster
+            .as_ref()
+            .map(|cluster| cluster.node(0).version().to_owned()),
+        pair_urls: pair
+            .as_ref()
+            .map(|pair| (pair.primary().url(), pair.replica().url())),
+    };
+
     let runtime = if args.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -270,9 +374,17 @@ fn main() -> Result<(), BenchError> {
             .enable_all()
             .build()?
     };
-    let rows = runtime.block_on(run_all(&args, url.as_deref(), &node_urls, &counts))?;
+    let rows = runtime.block_on(run_all(
+        &args,
+        url.as_deref(),
+        &node_urls,
+        &counts,
+        &topologies,
+    ))?;
     drop(runtime);
     drop(nodes);
+    drop(cluster);
+    drop(pair);
 
     let medians = measurement::medians(&rows);
     if args.rounds > 1 {
@@ -286,6 +398,15 @@ fn main() -> Result<(), BenchError> {
             loadavg()
         );
         measurement::print_ratios(&ratios);
+    }
+    let acknowledged = acked::ratios(&medians);
+    if !acknowledged.is_empty() {
+        println!(
+            "--- W1A/W2A ratios (acknowledged ÷ plain ops/s; informational, no target), loadavg {} ---",
+            loadavg()
+        );
+        measurement::print_ratios(&acknowledged);
+        ratios.extend(acknowledged);
     }
     if args.workloads.contains(&Workload::W3) {
         let contended = w3::ratios(&medians);
@@ -331,6 +452,7 @@ fn main() -> Result<(), BenchError> {
             node_urls: &node_urls,
             node_version: &node_version,
             counts: &counts,
+            topologies: &topologies,
         };
         let json = to_json(&args, &servers, &rows, &medians, &ratios, &goals, &limits);
         std::fs::write(path, json)?;
@@ -339,13 +461,23 @@ fn main() -> Result<(), BenchError> {
     Ok(())
 }
 
-/// Every selected workload × contender, each contender on a fresh connection. W1 and W2 run on
-/// `url`, W4 on `node_urls`.
+/// The throw-away cluster and replicated pair, when a workload asked for them.
+struct Topologies {
+    /// The cluster's primaries (W1C, W2C, W5C), or none.
+    cluster_urls: Vec<String>,
+    cluster_version: Option<String>,
+    /// The replicated pair's primary and replica (W1A, W2A).
+    pair_urls: Option<(String, String)>,
+}
+
+/// Every selected workload × contender, each contender on a fresh connection. W1, W2, W3, W5 and
+/// W6 run on `url`, W4 on `node_urls`, the others on `topologies`.
 async fn run_all(
     args: &Args,
     url: Option<&str>,
     node_urls: &[String],
     counts: &[usize],
+    topologies: &Topologies,
 ) -> Result<Vec<Measurement>, BenchError> {
     // Unique per run, so keys never meet leftovers on an existing server.
     let prefix = format!(
@@ -360,6 +492,14 @@ async fn run_all(
     for url in node_urls {
         node_probes.push(Probe::connect(url).await?);
     }
+    let mut cluster_probes = Vec::with_capacity(topologies.cluster_urls.len());
+    for url in &topologies.cluster_urls {
+        cluster_probes.push(Probe::connect(url).await?);
+    }
+    let pair_probe = match &topologies.pair_urls {
+        Some((primary, _)) => vec![Probe::connect(primary).await?],
+        None => Vec::new(),
+    };
     let mut rows = Vec::new();
     for round in 1..=args.rounds.max(1) {
         if args.rounds > 1 {
@@ -392,21 +532,28 @@ async fn run_all(
                     w3::run(rows, probe, &prefix, config).await?
                 }
                 (Workload::W5, Some((url, probe))) => {
-                    let config = w5::Config {
-                        locks: args.locks,
-                        lease: Duration::from_millis(args.w5_lease_ms),
-                        periods: args.w5_periods,
-                    };
-                    if round == 1 {
-                        println!(
-                            "lockbench W5: {} watchdog locks, lease {} ms (renewed every {} ms), held {} period(s); op = one acquisition, costs per renewal period",
-                            config.locks,
-                            args.w5_lease_ms,
-                            args.w5_lease_ms / 3,
-                            config.periods
-                        );
-                    }
-                    w5::run(url, probe, &prefix, config).await?
+                    let config = w5_config(args, workload, round);
+                    let backend = RedisBackend::connect(*url).await?;
+                    w5::run("W5", backend, std::slice::from_ref(probe), &prefix, config).await?
+                }
+                (Workload::W5c, _) => {
+                    let config = w5_config(args, workload, round);
+                    let seeds = topologies.cluster_urls.iter().cloned();
+                    let backend = RedisBackend::cluster_builder(seeds).connect().await?;
+                    w5::run("W5C", backend, &cluster_probes, &prefix, config).await?
+                }
+                (Workload::W1c | Workload::W2c, _) => {
+                    let kinds = args.contenders.as_deref();
+                    let entrants = cluster::entrants(kinds, &topologies.cluster_urls).await?;
+                    run_rows(args, workload, &entrants, &cluster_probes, &prefix).await?
+                }
+                (Workload::W1a | Workload::W2a, _) => {
+                    let (primary, _) = topologies
+                        .pair_urls
+                        .as_ref()
+                        .ok_or("W1A/W2A: no replicated pair")?;
+                    let entrants = acked::entrants(args.contenders.as_deref(), primary).await?;
+                    run_rows(args, workload, &entrants, &pair_probe, &prefix).await?
                 }
                 (Workload::W6, Some((url, probe))) => {
                     let config = w6::Config {
@@ -447,6 +594,68 @@ async fn run_all(
     Ok(rows)
 }
 
+/// W5's and W5C's settings; printed in the first round.
+fn w5_config(args: &Args, workload: Workload, round: usize) -> w5::Config {
+    let config = w5::Config {
+        locks: args.locks,
+        lease: Duration::from_millis(args.w5_lease_ms),
+        periods: args.w5_periods,
+        hash_tags: args.w5_hash_tags,
+    };
+    if round == 1 {
+        let names = match config.hash_tags {
+            0 => "names hashed on their own".to_owned(),
+            tags => format!("names sharing {tags} hash tag(s)"),
+        };
+        println!(
+            "lockbench {}: {} watchdog locks, {names}, lease {} ms (renewed every {} ms), held {} period(s); op = one acquisition, costs per renewal period",
+            workload.label(),
+            config.locks,
+            args.w5_lease_ms,
+            args.w5_lease_ms / 3,
+            config.periods
+        );
+    }
+    config
+}
+
+/// W1's loop (W1, W1C, W1A) or W2's (W2, W2C, W2A) over `entrants`, the counters summed over
+/// `probes`.
+async fn run_rows(
+    args: &Args,
+    workload: Workload,
+    entrants: &[(&'static str, Contender)],
+    probes: &[Probe],
+    prefix: &str,
+) -> Result<Vec<Measurement>, BenchError> {
+    let label = workload.label();
+    match workload {
+        Workload::W1 | Workload::W1c | Workload::W1a => {
+            let (warmup, iterations) = (args.warmup, args.iterations);
+            w1::run(
+                label, entrants, probes, prefix, warmup, iterations, args.chunk,
+            )
+            .await
+        }
+        Workload::W2 | Workload::W2c | Workload::W2a => {
+            let slices = args.slices.max(1);
+            let each = match args.per_task {
+                Some(count) => w2::Stop::Count(count.div_ceil(u64::from(slices))),
+                None => w2::Stop::After(Duration::from_secs_f64(args.duration / f64::from(slices))),
+            };
+            let slices = w2::Slices {
+                count: slices,
+                each,
+            };
+            let warmup = Duration::from_millis(300);
+            w2::run(label, entrants, probes, prefix, args.tasks, warmup, slices).await
+        }
+        Workload::W3 | Workload::W4 | Workload::W5 | Workload::W5c | Workload::W6 => {
+            Err(format!("{label}: not a W1 or W2 loop").into())
+        }
+    }
+}
+
 /// W1 or W2 × every selected contender on `url`, each contender on a fresh connection.
 async fn run_single(
     args: &Args,
@@ -459,19 +668,10 @@ async fn run_single(
         .contenders
         .clone()
         .unwrap_or_else(|| Kind::ALL.to_vec());
-    let slices = args.slices.max(1);
-    let each = match args.per_task {
-        Some(count) => w2::Stop::Count(count.div_ceil(u64::from(slices))),
-        None => w2::Stop::After(Duration::from_secs_f64(args.duration / f64::from(slices))),
-    };
-    let slices = w2::Slices {
-        count: slices,
-        each,
-    };
     let mut entrants = Vec::new();
     for &kind in &kinds {
         match Contender::connect(kind, url).await? {
-            Some(contender) => entrants.push((kind, contender)),
+            Some(contender) => entrants.push((kind.name(), contender)),
             None => eprintln!("{}: not built (feature `rslock` is off)", kind.name()),
         }
     }
@@ -484,19 +684,8 @@ async fn run_single(
                 .await?,
         );
     }
-    let measured = match workload {
-        Workload::W1 => {
-            let (warmup, iterations) = (args.warmup, args.iterations);
-            w1::run(&entrants, probe, prefix, warmup, iterations, args.chunk).await?
-        }
-        Workload::W2 => {
-            let warmup = Duration::from_millis(300);
-            w2::run(&entrants, probe, prefix, args.tasks, warmup, slices).await?
-        }
-        Workload::W3 | Workload::W4 | Workload::W5 | Workload::W6 => {
-            unreachable!("W1 and W2 only")
-        }
-    };
+    let probes = std::slice::from_ref(probe);
+    let measured = run_rows(args, workload, &entrants, probes, prefix).await?;
     let mut rows = Vec::with_capacity(measured.len());
     for (mut row, guards) in measured.into_iter().zip(held) {
         row.background = guards.len();
@@ -526,6 +715,8 @@ struct Servers<'a> {
     node_version: &'a str,
     /// W4's node counts.
     counts: &'a [usize],
+    /// The cluster's and the replicated pair's servers, if their workloads ran.
+    topologies: &'a Topologies,
 }
 
 fn to_json(
@@ -548,11 +739,25 @@ fn to_json(
         .map(|url| format!("\"{url}\""))
         .collect();
     let counts: Vec<String> = servers.counts.iter().map(usize::to_string).collect();
+    let topologies = servers.topologies;
+    let cluster_urls: Vec<String> = topologies
+        .cluster_urls
+        .iter()
+        .map(|url| format!("\"{url}\""))
+        .collect();
+    let quoted =
+        |text: Option<&str>| text.map_or_else(|| "null".to_owned(), |t| format!("\"{t}\""));
+    let cluster_version = quoted(topologies.cluster_version.as_deref());
+    let (pair_primary, pair_replica) = match &topologies.pair_urls {
+        Some((primary, replica)) => (quoted(Some(primary)), quoted(Some(replica))),
+        None => (quoted(None), quoted(None)),
+    };
     format!(
-        "{{\n  \"url\": {url},\n  \"server\": {version},\n  \"w4_urls\": [{}],\n  \"w4_server\": \"{}\",\n  \"w4_node_counts\": [{}],\n  \"threads\": {},\n  \"rounds\": {},\n  \"smoke\": {},\n  \"loadavg_end\": \"{}\",\n  \"results\": {},\n  \"medians\": {},\n  \"ratios\": {},\n  \"targets\": {},\n  \"server_limit\": {}\n}}\n",
+        "{{\n  \"url\": {url},\n  \"server\": {version},\n  \"w4_urls\": [{}],\n  \"w4_server\": \"{}\",\n  \"w4_node_counts\": [{}],\n  \"cluster_urls\": [{}],\n  \"cluster_server\": {cluster_version},\n  \"pair_primary\": {pair_primary},\n  \"pair_replica\": {pair_replica},\n  \"threads\": {},\n  \"rounds\": {},\n  \"smoke\": {},\n  \"loadavg_end\": \"{}\",\n  \"results\": {},\n  \"medians\": {},\n  \"ratios\": {},\n  \"targets\": {},\n  \"server_limit\": {}\n}}\n",
         node_urls.join(", "),
         servers.node_version,
         counts.join(", "),
+        cluster_urls.join(", "),
         args.threads,
         args.rounds,
         args.smoke,

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::contenders::Kind;
 use crate::probe::{Cost, Counters};
 
 /// Latencies are recorded in nanoseconds (3 significant digits) and printed in microseconds.
@@ -43,11 +42,6 @@ impl Tally {
         }
     }
 
-    /// The row for `kind` in `workload` (one server).
-    pub fn into_measurement(self, workload: &'static str, kind: Kind, tasks: usize) -> Measurement {
-        self.into_row(workload, kind.name(), tasks, 1)
-    }
-
     /// The row named `contender` in `workload`, over `nodes` servers.
     pub fn into_row(
         self,
@@ -76,13 +70,14 @@ impl Tally {
 /// The result of one workload for one contender. An op is one lock + unlock pair.
 #[derive(Debug)]
 pub struct Measurement {
-    /// `W1`, `W2` or `W4`.
+    /// `W1` … `W6`; `W1C`, `W2C`, `W5C` (a cluster); `W1A`, `W2A` (a primary and its replica).
     pub workload: &'static str,
     /// The contender's row name, e.g. `distlock-fixed` or `redlock-3`.
     pub contender: &'static str,
     /// Concurrent tasks.
     pub tasks: usize,
-    /// Servers the row's lock spans (1 but for W4's multi-node rows).
+    /// Servers the row's counters are summed over (1 but for W4's multi-node rows and the
+    /// cluster's primaries).
     pub nodes: usize,
     /// Lock + unlock pairs measured.
     pub ops: u64,
@@ -255,7 +250,7 @@ impl Metric {
 /// `metric` of `numerator` ÷ `metric` of `denominator` within one workload.
 #[derive(Debug)]
 pub struct Ratio {
-    /// `W1`, `W2` or `W4`.
+    /// The rows' workload, e.g. `W1` or `W2C`.
     pub workload: &'static str,
     /// What is divided.
     pub metric: Metric,
@@ -312,14 +307,13 @@ pub fn medians(rows: &[Measurement]) -> Vec<&Measurement> {
     out
 }
 
-/// W1 and W2: every distlock row divided by every baseline row of the same workload. (The other
-/// workloads pick their own ratios.)
+/// W1 and W2 (and W1C, W2C on a cluster): every distlock row divided by every baseline row of the
+/// same workload. (The other workloads pick their own ratios.)
 pub fn ratios(rows: &[&Measurement]) -> Vec<Ratio> {
     let mut out = Vec::new();
-    for row in rows
-        .iter()
-        .filter(|row| matches!(row.workload, "W1" | "W2") && row.contender.starts_with("distlock"))
-    {
+    for row in rows.iter().filter(|row| {
+        matches!(row.workload, "W1" | "W2" | "W1C" | "W2C") && row.contender.starts_with("distlock")
+    }) {
         for base in rows
             .iter()
             .filter(|base| base.workload == row.workload && !base.contender.starts_with("distlock"))

@@ -47,6 +47,8 @@ const CLIENT_COMMANDS: &[&str] = &[
     "ssubscribe",
     "multi",
     "exec",
+    "wait",
+    "waitaof",
 ];
 
 /// Per-op costs of a [`Counters`] difference.

@@ -97,6 +97,21 @@ pub fn targets(rows: &[&Measurement]) -> Vec<Target> {
     throughput("W2", "distlock-fast-lock", "rslock", Bound::AtLeast(1.3));
     throughput("W3", "distlock", "rslock", Bound::AtLeast(40.0));
     throughput("W3", "distlock", "rslock-tuned", Bound::AtLeast(1.0));
+    // A cluster: the library's cost over a raw redis-rs cluster client running the same scripts.
+    for workload in ["W1C", "W2C"] {
+        throughput(
+            workload,
+            "distlock-fixed",
+            "raw-script",
+            Bound::AtLeast(0.90),
+        );
+        throughput(
+            workload,
+            "distlock-lock",
+            "raw-script",
+            Bound::AtLeast(0.90),
+        );
+    }
     throughput("W4", "redlock-5", "rslock-5", Bound::AtLeast(1.1));
     throughput("W4", "redlock-3", "rslock-3", Bound::AtLeast(1.1));
     throughput("W4", "redlock-fast-5", "rslock-5", Bound::AtLeast(1.1));
@@ -161,6 +176,25 @@ pub fn targets(rows: &[&Measurement]) -> Vec<Target> {
             });
         }
     }
+    // On a cluster, renewals must stay as cheap per lock as on one server.
+    if let Some(w5c) = rows.iter().find(|row| row.workload == "W5C") {
+        if let Some(calls) = extra(w5c, "renew_calls_per_100_locks_per_period") {
+            out.push(Target {
+                workload: "W5C",
+                what: "renewal calls per 100 locks per period".into(),
+                value: calls,
+                bound: Bound::AtMost(1.0),
+            });
+        }
+        if let Some(cpu) = extra(w5c, "cpu_pct") {
+            out.push(Target {
+                workload: "W5C",
+                what: "client CPU while holding, % of one core".into(),
+                value: cpu,
+                bound: Bound::AtMost(1.0),
+            });
+        }
+    }
     if let Some(w6) = rows.iter().find(|row| row.workload == "W6") {
         if let Some(connections) = extra(w6, "pubsub_conns") {
             out.push(Target {
@@ -178,4 +212,54 @@ pub fn targets(rows: &[&Measurement]) -> Vec<Target> {
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::measurement::Tally;
+
+    fn row(workload: &'static str, contender: &'static str, ops: u64) -> Measurement {
+        let mut tally = Tally::new();
+        tally.ops = ops;
+        tally.elapsed = Duration::from_secs(1);
+        tally.into_row(workload, contender, 1, 3)
+    }
+
+    #[test]
+    fn cluster_rows_have_their_targets() {
+        let mut w5c = row("W5C", "distlock-watchdog", 10_000);
+        w5c.extra = vec![
+            ("renew_calls_per_100_locks_per_period", 78.0),
+            ("cpu_pct", 0.5),
+        ];
+        let rows = [
+            row("W1C", "raw-script", 5_000),
+            row("W1C", "distlock-lock", 4_600),
+            row("W2C", "raw-script", 20_000),
+            row("W2C", "distlock-fixed", 17_000),
+            w5c,
+        ];
+        let refs: Vec<&Measurement> = rows.iter().collect();
+        let found: Vec<(&str, String, f64, bool)> = targets(&refs)
+            .into_iter()
+            .map(|target| {
+                let met = target.met();
+                (target.workload, target.what, target.value, met)
+            })
+            .collect();
+        let expected = [
+            ("W1C", "distlock-lock ops/s ÷ raw-script", 0.92, true),
+            ("W2C", "distlock-fixed ops/s ÷ raw-script", 0.85, false),
+            ("W5C", "renewal calls per 100 locks per period", 78.0, false),
+            ("W5C", "client CPU while holding, % of one core", 0.5, true),
+        ];
+        assert_eq!(found.len(), expected.len(), "{found:?}");
+        for ((workload, what, value, met), (w, t, v, m)) in found.iter().zip(expected) {
+            assert_eq!((*workload, what.as_str(), *met), (w, t, m));
+            assert!((value - v).abs() < 1e-9, "{what}: {value} != {v}");
+        }
+    }
 }

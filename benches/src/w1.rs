@@ -1,29 +1,33 @@
-//! W1: one task, lock + unlock on a fresh key per iteration.
+//! W1: one task, lock + unlock on a fresh key per iteration (also W1C on a cluster and W1A on a
+//! primary with a replica: the same loop, other rows).
 
 use std::time::Instant;
 
-use crate::contenders::{BenchError, Contender, Kind};
+use crate::contenders::{BenchError, Contender};
 use crate::measurement::{Measurement, Tally, record};
-use crate::probe::Probe;
+use crate::probe::{self, Probe};
 
 /// Runs `warmup` unmeasured pairs per contender, then `iterations` measured ones, in chunks of
 /// `chunk` pairs that take turns between the contenders (so a slow spell of the machine hits them
 /// all alike). Everything runs in one spawned task, on a runtime worker as application code does.
+/// Rows are labelled `workload`, named as in `entrants`; the counters are summed over `probes`
+/// (every node the rows use).
 pub async fn run(
-    entrants: &[(Kind, Contender)],
-    probe: &Probe,
+    workload: &'static str,
+    entrants: &[(&'static str, Contender)],
+    probes: &[Probe],
     prefix: &str,
     warmup: u64,
     iterations: u64,
     chunk: u64,
 ) -> Result<Vec<Measurement>, BenchError> {
     let entrants = entrants.to_vec();
-    let probe = probe.clone();
-    let prefix = format!("{prefix}:w1");
+    let probes = probes.to_vec();
+    let prefix = format!("{prefix}:{}", workload.to_ascii_lowercase());
     tokio::spawn(async move {
-        for (kind, contender) in &entrants {
+        for (name, contender) in &entrants {
             for i in 0..warmup {
-                let key = format!("{prefix}:{}:warm:{i}", kind.name());
+                let key = format!("{prefix}:{name}:warm:{i}");
                 contender.lock_unlock(&key).await?;
             }
         }
@@ -33,26 +37,28 @@ pub async fn run(
             for offset in 0..entrants.len() {
                 // Rotate who goes first, so no contender always follows the same one.
                 let index = (turn as usize + offset) % entrants.len();
-                let (kind, contender) = &entrants[index];
+                let (name, contender) = &entrants[index];
                 let tally = &mut tallies[index];
                 let count = chunk.min(iterations - tally.ops);
-                let before = probe.snapshot().await?;
+                let before = probe::snapshot_all(&probes).await?;
                 let started = Instant::now();
                 for i in tally.ops..tally.ops + count {
-                    let key = format!("{prefix}:{}:{i}", kind.name());
+                    let key = format!("{prefix}:{name}:{i}");
                     let sent = Instant::now();
                     contender.lock_unlock(&key).await?;
                     record(&mut tally.latency, sent.elapsed());
                 }
                 tally.elapsed += started.elapsed();
                 tally.ops += count;
-                tally.counters.add(&probe.snapshot().await?.since(&before));
+                tally
+                    .counters
+                    .add(&probe::snapshot_all(&probes).await?.since(&before));
             }
         }
         Ok(entrants
             .iter()
             .zip(tallies)
-            .map(|((kind, _), tally)| tally.into_measurement("W1", *kind, 1))
+            .map(|((name, _), tally)| tally.into_row(workload, name, 1, probes.len()))
             .collect())
     })
     .await?

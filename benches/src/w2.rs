@@ -1,12 +1,13 @@
-//! W2: many tasks on one client (one connection), each locking and unlocking its own fresh keys.
+//! W2: many tasks on one client (one connection), each locking and unlocking its own fresh keys
+//! (also W2C on a cluster and W2A on a primary with a replica: the same loop, other rows).
 
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::contenders::{BenchError, Contender, Kind};
+use crate::contenders::{BenchError, Contender};
 use crate::measurement::{Measurement, Tally, new_histogram, record};
-use crate::probe::Probe;
+use crate::probe::{self, Probe};
 
 /// When the tasks of one slice stop.
 #[derive(Clone, Copy, Debug)]
@@ -27,29 +28,35 @@ pub struct Slices {
 }
 
 /// Runs a short unmeasured phase per contender, then the measured slices, which take turns
-/// between the contenders (so a slow spell of the machine hits them all alike).
+/// between the contenders (so a slow spell of the machine hits them all alike). Rows are labelled
+/// `workload`, named as in `entrants`; the counters are summed over `probes` (every node the rows
+/// use).
 pub async fn run(
-    entrants: &[(Kind, Contender)],
-    probe: &Probe,
+    workload: &'static str,
+    entrants: &[(&'static str, Contender)],
+    probes: &[Probe],
     prefix: &str,
     tasks: usize,
     warmup: Duration,
     slices: Slices,
 ) -> Result<Vec<Measurement>, BenchError> {
-    for (kind, contender) in entrants {
-        let prefix = format!("{prefix}:w2:{}:warm", kind.name());
+    let label = workload.to_ascii_lowercase();
+    for (name, contender) in entrants {
+        let prefix = format!("{prefix}:{label}:{name}:warm");
         phase(contender, &prefix, tasks, Stop::After(warmup)).await?;
     }
     let mut tallies: Vec<Tally> = entrants.iter().map(|_| Tally::new()).collect();
     for turn in 0..slices.count as usize {
         for offset in 0..entrants.len() {
             let index = (turn + offset) % entrants.len();
-            let (kind, contender) = &entrants[index];
+            let (name, contender) = &entrants[index];
             let tally = &mut tallies[index];
-            let prefix = format!("{prefix}:w2:{}:{turn}", kind.name());
-            let before = probe.snapshot().await?;
+            let prefix = format!("{prefix}:{label}:{name}:{turn}");
+            let before = probe::snapshot_all(probes).await?;
             let (ops, elapsed, latency) = phase(contender, &prefix, tasks, slices.each).await?;
-            tally.counters.add(&probe.snapshot().await?.since(&before));
+            tally
+                .counters
+                .add(&probe::snapshot_all(probes).await?.since(&before));
             tally.ops += ops;
             tally.elapsed += elapsed;
             tally.latency.add(&latency)?;
@@ -58,7 +65,7 @@ pub async fn run(
     Ok(entrants
         .iter()
         .zip(tallies)
-        .map(|((kind, _), tally)| tally.into_measurement("W2", *kind, tasks))
+        .map(|((name, _), tally)| tally.into_row(workload, name, tasks, probes.len()))
         .collect())
 }
 

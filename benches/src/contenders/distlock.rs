@@ -48,6 +48,15 @@ impl Distlock {
             .await?;
         Ok(Self::new(backend, mode))
     }
+
+    /// Connects the backend `builder` describes (a cluster, replica acknowledgement, a lock
+    /// kind), taking locks the `mode` way.
+    pub async fn connect_with(
+        builder: lock_redis::RedisBackendBuilder,
+        mode: Mode,
+    ) -> Result<Self, BenchError> {
+        Ok(Self::new(builder.connect().await?, mode))
+    }
 }
 
 impl<B: LockBackend> Distlock<B> {

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 use lock_core::LockGuard;
-use lock_redis::RedisBackend;
+use lock_redis::{LockKind, RedisBackend, ReplicaAck};
+use redis::cluster_async::ClusterConnection;
 
 /// Errors of a benchmark step.
 pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
@@ -59,6 +60,48 @@ impl Kind {
         Kind::Rslock,
     ];
 
+    /// The rows W1C and W2C run on a cluster by default (`--contenders` picks among
+    /// [`Kind::distlock_settings`]'s kinds, `ping2` and `raw-script`).
+    pub const CLUSTER: [Kind; 5] = [
+        Kind::Ping2,
+        Kind::RawScript,
+        Kind::DistlockFixed,
+        Kind::DistlockLock,
+        Kind::DistlockFast,
+    ];
+
+    /// The distlock rows W1A and W2A run with and without replica acknowledgement by default.
+    pub const ACKED: [Kind; 2] = [Kind::DistlockLock, Kind::DistlockFastLock];
+
+    /// The lock kind and entry point of a distlock row; `None` for the other rows.
+    pub fn distlock_settings(self) -> Option<(LockKind, distlock::Mode)> {
+        Some(match self {
+            Kind::DistlockFixed => (LockKind::Reentrant, distlock::Mode::Fixed),
+            Kind::DistlockTryLock => (LockKind::Reentrant, distlock::Mode::TryLock),
+            Kind::DistlockLock => (LockKind::Reentrant, distlock::Mode::Lock),
+            Kind::DistlockFast => (LockKind::Fast, distlock::Mode::Fixed),
+            Kind::DistlockFastLock => (LockKind::Fast, distlock::Mode::Lock),
+            Kind::Ping2 | Kind::RawSetnx | Kind::RawScript | Kind::RawScriptCm | Kind::Rslock => {
+                return None;
+            }
+        })
+    }
+
+    /// The name of a distlock row whose writes wait for a replica (W1A, W2A): the row name
+    /// with `-ack`.
+    pub fn acked_name(self) -> &'static str {
+        match self {
+            Kind::DistlockFixed => "distlock-fixed-ack",
+            Kind::DistlockTryLock => "distlock-try_lock-ack",
+            Kind::DistlockLock => "distlock-lock-ack",
+            Kind::DistlockFast => "distlock-fast-ack",
+            Kind::DistlockFastLock => "distlock-fast-lock-ack",
+            Kind::Ping2 | Kind::RawSetnx | Kind::RawScript | Kind::RawScriptCm | Kind::Rslock => {
+                self.name()
+            }
+        }
+    }
+
     /// The row name.
     pub fn name(self) -> &'static str {
         match self {
@@ -92,6 +135,11 @@ pub enum Contender {
     /// See [`Kind::Rslock`].
     #[cfg(feature = "rslock")]
     Rslock(rslock::Rslock),
+    /// [`Kind::Ping2`] on a cluster: both `PING`s to the key's primary.
+    ClusterPing2(raw::ClusterPings),
+    /// [`Kind::RawScript`] on a cluster: redis-rs's cluster connection, the scripts routed by
+    /// their first key.
+    ClusterScript(raw::ScriptLock<ClusterConnection>),
 }
 
 impl Contender {
@@ -133,6 +181,59 @@ impl Contender {
         }))
     }
 
+    /// Connects a client of `kind` to the cluster found from `seeds`, each client on its own
+    /// cluster connection; `None` for the kinds W1C and W2C do not offer (`raw-setnx`,
+    /// `raw-script-cm`, `rslock`).
+    pub async fn connect_cluster(
+        kind: Kind,
+        seeds: &[String],
+    ) -> Result<Option<Contender>, BenchError> {
+        if let Some((lock_kind, mode)) = kind.distlock_settings() {
+            let builder = RedisBackend::cluster_builder(seeds.iter().cloned()).lock_kind(lock_kind);
+            return Ok(Some(Contender::Distlock(
+                distlock::Distlock::connect_with(builder, mode).await?,
+            )));
+        }
+        let connection = || async {
+            redis::cluster::ClusterClient::new(seeds.to_vec())?
+                .get_async_connection()
+                .await
+        };
+        Ok(match kind {
+            Kind::Ping2 => Some(Contender::ClusterPing2(raw::ClusterPings::new(
+                connection().await?,
+            ))),
+            Kind::RawScript => {
+                let connection = connection().await?;
+                raw::preload_scripts(&connection).await?;
+                let announce = raw::cluster_announce(&connection).await;
+                Some(Contender::ClusterScript(raw::ScriptLock::announcing(
+                    connection, announce,
+                )))
+            }
+            _ => None,
+        })
+    }
+
+    /// Connects a distlock row of `kind` to the server at `url`, its writes waiting for
+    /// replicas as `ack` says (none: not waiting); `None` for rows that are not distlock's.
+    pub async fn connect_acked(
+        kind: Kind,
+        url: &str,
+        ack: Option<ReplicaAck>,
+    ) -> Result<Option<Contender>, BenchError> {
+        let Some((lock_kind, mode)) = kind.distlock_settings() else {
+            return Ok(None);
+        };
+        let mut builder = RedisBackend::builder(url).lock_kind(lock_kind);
+        if let Some(ack) = ack {
+            builder = builder.replica_ack(ack);
+        }
+        Ok(Some(Contender::Distlock(
+            distlock::Distlock::connect_with(builder, mode).await?,
+        )))
+    }
+
     /// Locks `key`, checks the lock was granted, then unlocks it and checks it was freed.
     pub async fn lock_unlock(&self, key: &str) -> Result<(), BenchError> {
         match self {
@@ -143,6 +244,8 @@ impl Contender {
             Contender::Distlock(client) => client.lock_unlock(key).await,
             #[cfg(feature = "rslock")]
             Contender::Rslock(client) => client.lock_unlock(key).await,
+            Contender::ClusterPing2(client) => client.lock_unlock(key).await,
+            Contender::ClusterScript(client) => client.lock_unlock(key).await,
         }
     }
 

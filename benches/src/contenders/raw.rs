@@ -5,6 +5,8 @@ use std::sync::{Arc, LazyLock};
 
 use redis::Script;
 use redis::aio::ConnectionLike;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 
 use super::{BenchError, LEASE};
 
@@ -37,14 +39,25 @@ fn lease_ms() -> u64 {
 pub struct ScriptLock<C> {
     connection: C,
     owner: Arc<str>,
+    /// How release.lua announces the release: `p` (`PUBLISH`, one server), or what a cluster
+    /// backend passes (`b`, both kinds, by default on Redis 7+).
+    announce: &'static str,
 }
 
 impl<C: ConnectionLike + Clone + Send> ScriptLock<C> {
-    /// A client with its own owner field, `<uuid>:1`.
+    /// A client with its own owner field, `<uuid>:1`, announcing releases with `PUBLISH` (as
+    /// on one server).
     pub fn new(connection: C) -> Self {
+        Self::announcing(connection, "p")
+    }
+
+    /// The same, announcing releases as `announce` says (release.lua's argument: `p`, `s` or
+    /// `b`).
+    pub fn announcing(connection: C, announce: &'static str) -> Self {
         ScriptLock {
             connection,
             owner: format!("{}:1", uuid::Uuid::new_v4()).into(),
+            announce,
         }
     }
 
@@ -71,7 +84,7 @@ impl<C: ConnectionLike + Clone + Send> ScriptLock<C> {
             .arg(&*self.owner)
             .arg(lock_redis::keys::channel(key))
             .arg(lock_redis::keys::UNLOCK_MESSAGE)
-            .arg("p") // announced with PUBLISH, as on one server
+            .arg(self.announce)
             .arg(2);
         let (_id, left): (i64, i64) = release.invoke_async(&mut connection).await?;
         if left != 0 {
@@ -147,4 +160,68 @@ impl TwoPings {
         }
         Ok(())
     }
+}
+
+/// The floor on a cluster: two `PING`s per cycle, each routed to the primary serving `key`'s
+/// slot through redis-rs's cluster connection (the node a lock on `key` would use).
+#[derive(Clone)]
+pub struct ClusterPings {
+    connection: ClusterConnection,
+}
+
+impl ClusterPings {
+    /// A client on its own cluster connection.
+    pub fn new(connection: ClusterConnection) -> Self {
+        ClusterPings { connection }
+    }
+
+    /// Two round trips to `key`'s primary, one after the other.
+    pub async fn lock_unlock(&self, key: &str) -> Result<(), BenchError> {
+        let mut connection = self.connection.clone();
+        let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+            key,
+            SlotAddr::Master,
+        )));
+        for _ in 0..2 {
+            let pong: String = redis::from_redis_value(
+                connection
+                    .route_command(redis::cmd("PING"), route.clone())
+                    .await?,
+            )?;
+            if pong != "PONG" {
+                return Err(format!("ping answered {pong}").into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a cluster backend with the default `ShardedPubSub::Auto` announces releases, asked the
+/// same way: `b` (both kinds) when the cluster knows `PUBSUB SHARDNUMSUB` (Redis and Valkey
+/// 7+), else `p`.
+pub async fn cluster_announce(connection: &ClusterConnection) -> &'static str {
+    let mut connection = connection.clone();
+    let mut probe = redis::cmd("PUBSUB");
+    probe.arg("SHARDNUMSUB");
+    let reply = connection
+        .route_command(
+            probe,
+            RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary),
+        )
+        .await;
+    if matches!(reply, Ok(redis::Value::Array(_))) {
+        "b"
+    } else {
+        "p"
+    }
+}
+
+/// Loads distlock's acquire and release scripts on every primary (redis-rs sends `SCRIPT LOAD`
+/// to all of them), as the backend does when it connects, so no measured call meets
+/// `NOSCRIPT`.
+pub async fn preload_scripts(connection: &ClusterConnection) -> Result<(), BenchError> {
+    let mut connection = connection.clone();
+    ACQUIRE.load_async(&mut connection).await?;
+    RELEASE.load_async(&mut connection).await?;
+    Ok(())
 }
