@@ -1,12 +1,15 @@
 //! The fixtures with their servers in containers (feature `testcontainers`): a standalone server
-//! and a 3×1 cluster, each node a container on the host network, answering on 127.0.0.1.
+//! and a 3×1 cluster, each node a container on the host network, answering on 127.0.0.1; a
+//! container that cannot start and an image the engine does not have.
 //!
 //! They need a container engine and an image in `DISTLOCK_REDIS_IMAGE` (scripts/ensure-docker.sh
-//! provides both); without them each test says why on stderr and passes. Only one cluster is
-//! alive at a time: a single test starts one.
+//! provides both); without them each test says why on stderr and passes, unless
+//! `DISTLOCK_CONTAINERS_REQUIRED` is set (the script sets it): then it fails. Only one cluster
+//! is alive at a time: a single test starts one.
 #![cfg(feature = "testcontainers")]
 
-use std::process::Command;
+use std::io::Write;
+use std::process::{Command, Stdio};
 
 use lock_testkit::containers::{LABEL, image_or_skip};
 use lock_testkit::{FailoverMode, RedisCluster, RedisServer, ServerError, ServerOptions};
@@ -27,6 +30,38 @@ fn label_of(id: &str) -> String {
         .output()
         .expect("docker inspect");
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// The ids of the containers (any state) of `image`.
+fn containers_of(image: &str) -> Vec<String> {
+    let output = Command::new("docker")
+        .args(["ps", "--all", "--quiet", "--no-trunc", "--filter"])
+        .arg(format!("ancestor={image}"))
+        .output()
+        .expect("docker ps");
+    assert!(output.status.success(), "docker ps: {output:?}");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Imports an empty root filesystem as `image` with the Dockerfile instruction `change`.
+fn import_empty(image: &str, change: &str) {
+    let mut import = Command::new("docker")
+        .args(["import", "--change", change, "-", image])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("docker import");
+    // An empty tar archive: two zero blocks.
+    import
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&[0; 1024])
+        .expect("write the archive");
+    assert!(import.wait().expect("docker import").success());
 }
 
 fn assert_unsupported(result: Result<(), ServerError>, operation: &str) {
@@ -150,4 +185,45 @@ fn a_cluster_in_containers_forms_fails_over_and_moves_slots() {
     for id in &ids {
         assert!(!container_exists(id), "container {id} left behind");
     }
+}
+
+/// `docker run` creates the container and then cannot start it (its entrypoint does not
+/// exist): the container, left "Created" by the engine, is removed all the same.
+#[test]
+fn a_container_that_cannot_start_is_not_left_behind() {
+    if image_or_skip("a_container_that_cannot_start_is_not_left_behind").is_none() {
+        return;
+    }
+    let broken = format!("distlock-broken:{}", std::process::id());
+    import_empty(&broken, r#"ENTRYPOINT ["/no/such/server"]"#);
+    let result = RedisServer::start_with(ServerOptions::new().container(&broken));
+    let left = containers_of(&broken);
+    let _ = Command::new("docker")
+        .args(["rm", "--force"])
+        .args(&left)
+        .output();
+    let _ = Command::new("docker").args(["rmi", &broken]).output();
+    match result {
+        Err(ServerError::Container(words)) => assert!(words.contains("/no/such/server"), "{words}"),
+        other => panic!("expected ServerError::Container, got {other:?}"),
+    }
+    assert!(left.is_empty(), "containers left behind: {left:?}");
+}
+
+/// An image the engine does not have is an error that says how to bring it in; nothing is
+/// pulled.
+#[test]
+fn an_image_not_in_the_engine_is_not_pulled() {
+    if image_or_skip("an_image_not_in_the_engine_is_not_pulled").is_none() {
+        return;
+    }
+    let absent = format!("distlock-absent:{}", std::process::id());
+    match RedisServer::start_with(ServerOptions::new().container(&absent)) {
+        Err(ServerError::Container(words)) => assert!(
+            words.contains("No such image") && words.contains("nothing is pulled"),
+            "{words}"
+        ),
+        other => panic!("expected ServerError::Container, got {other:?}"),
+    }
+    assert!(containers_of(&absent).is_empty());
 }

@@ -108,4 +108,17 @@ pub enum ServerError {
     /// `docker` command's own words.
     #[error("container engine: {0}")]
     Container(String),
+    /// A `docker` command did not finish in time (feature `testcontainers`): the engine is
+    /// wedged or does not answer. The command was killed; a container it may have created is
+    /// removed.
+    #[error(
+        "container engine: `docker {command}` did not finish within {} s (killed): the engine \
+         does not answer", timeout.as_secs()
+    )]
+    ContainerTimeout {
+        /// The subcommand, e.g. `run` (its arguments may hold a password).
+        command: String,
+        /// How long it was given.
+        timeout: std::time::Duration,
+    },
 }

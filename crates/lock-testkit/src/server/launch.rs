@@ -164,7 +164,23 @@ pub(super) fn read_log_tail(path: &Path, from: u64, max_lines: usize) -> String 
     if read.is_err() {
         return String::new();
     }
-    let text = String::from_utf8_lossy(&bytes);
+    last_lines(&String::from_utf8_lossy(&bytes), max_lines)
+}
+
+/// The last `max_lines` lines of `text` (of a server's log file or a container's log).
+pub(super) fn last_lines(text: &str, max_lines: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(max_lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_lines_of_a_log() {
+        assert_eq!(last_lines("a\nb\nc", 2), "b\nc");
+        assert_eq!(last_lines("a\nb\nc\n", 5), "a\nb\nc");
+        assert_eq!(last_lines("", 3), "");
+    }
 }

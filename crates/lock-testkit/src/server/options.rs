@@ -178,8 +178,9 @@ impl ServerOptions {
     /// the testkit, with these options as command-line arguments (`--port P --bind 127.0.0.1
     /// ...`, plus the cluster options for a cluster node). The image's entrypoint must run the
     /// server with the arguments it is given, as the official `redis` and `valkey/valkey`
-    /// images do. [`binary`](Self::binary) does not apply; a Sentinel cannot run in a
-    /// container.
+    /// images do, and the engine must have it already: nothing is pulled (`docker load` or
+    /// `docker import` it first). [`binary`](Self::binary) does not apply; a Sentinel cannot
+    /// run in a container.
     ///
     /// ```no_run
     /// use lock_testkit::{RedisCluster, RedisServer, ServerOptions};
