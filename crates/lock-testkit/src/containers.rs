@@ -32,19 +32,26 @@
 //!
 //! The tests take the image from [`IMAGE_ENV`] (`DISTLOCK_REDIS_IMAGE`); any image whose
 //! entrypoint runs the server with the arguments it is given works, such as the official
-//! `redis:7.4` or `valkey/valkey:8`. Where no registry can be reached,
-//! `scripts/ensure-docker.sh` builds [`LOCAL_IMAGE`] with `docker import` from a root
-//! filesystem holding the machine's `redis-server` and the libraries `ldd` lists:
+//! `redis:7.4` or `valkey/valkey:8`. The image must be in the engine already: nothing is
+//! pulled (`docker run --pull never`; tests contact loopback addresses only). Bring one in with
+//! `docker load -i redis-7.4.tar` (a file `docker save redis:7.4` wrote on a machine that can
+//! pull), or let `scripts/ensure-docker.sh` build [`LOCAL_IMAGE`] with `docker import` from a
+//! root filesystem holding the machine's `redis-server` and the libraries `ldd` lists:
 //!
 //! ```text
 //! scripts/ensure-docker.sh          # engine + local image, runs the container tests, stops
+//! docker load -i redis-7.4.tar      # an image saved elsewhere, then:
 //! DISTLOCK_REDIS_IMAGE=redis:7.4 cargo test -p lock-testkit --all-features --test containers
 //! ```
 //!
 //! The script uses an engine that answers, or installs Debian's `docker.io` and starts `dockerd`
 //! (as root) with its own data root, socket and pid file, without a bridge network, and stops
-//! it by pid at the end; when that cannot be done it prints why the container variant is
-//! skipped. The tests skip (with a line on stderr) when [`image_or_skip`] says so.
+//! it by the pid in its pid file at the end; when that cannot be done, or a server from the
+//! image does not answer `PING` on `127.0.0.1`, it prints why the container variant is
+//! skipped. The tests skip (with a line on stderr) when [`image_or_skip`] says so, unless
+//! [`REQUIRED_ENV`] is set (the script sets it once the engine has proven to work): then they
+//! fail. Every `docker` command runs under a deadline: a wedged engine fails a test with
+//! [`ServerError::ContainerTimeout`].
 //!
 //! # What a server in a container cannot do
 //!
@@ -79,6 +86,11 @@ pub const IMAGE_ENV: &str = "DISTLOCK_REDIS_IMAGE";
 /// The image `scripts/ensure-docker.sh` builds from the machine's own `redis-server`.
 pub const LOCAL_IMAGE: &str = "distlock-redis:local";
 
+/// The environment variable that turns [`image_or_skip`]'s skip into a failure (any value but
+/// empty or `0`): `scripts/ensure-docker.sh` sets it to `1` once a server from the image has
+/// answered on its engine, so from then on a container test that cannot run is an error.
+pub const REQUIRED_ENV: &str = "DISTLOCK_CONTAINERS_REQUIRED";
+
 /// The image named by [`IMAGE_ENV`], if set and not empty.
 pub fn image_from_env() -> Option<String> {
     std::env::var(IMAGE_ENV)
@@ -91,13 +103,18 @@ pub fn image_from_env() -> Option<String> {
 /// # Errors
 ///
 /// [`ServerError::Container`] with the command's words when there is no `docker` command or no
-/// engine answers it.
+/// engine answers it; [`ServerError::ContainerTimeout`] when the engine does not answer within
+/// 20 s.
 pub fn engine_version() -> Result<String, ServerError> {
     container::engine_version()
 }
 
 /// The image a container test should run, or `None` after printing (on stderr) why `test` is
 /// skipped: [`IMAGE_ENV`] unset, or no container engine answering.
+///
+/// When [`REQUIRED_ENV`] is set (to anything but `0`), as `scripts/ensure-docker.sh` does once
+/// it has seen a server from the image answer, there is no skipping: a test that would skip
+/// fails instead, so a dead engine is noticed.
 ///
 /// ```no_run
 /// use lock_testkit::containers::image_or_skip;
@@ -109,19 +126,77 @@ pub fn engine_version() -> Result<String, ServerError> {
 /// let server = RedisServer::start_with(ServerOptions::new().container(image))?;
 /// # Ok::<(), lock_testkit::ServerError>(())
 /// ```
+///
+/// # Panics
+///
+/// When [`REQUIRED_ENV`] is set and the test would be skipped (the panic fails the test).
 pub fn image_or_skip(test: &str) -> Option<String> {
-    let Some(image) = image_from_env() else {
-        eprintln!(
-            "skipping {test}: {IMAGE_ENV} is not set (scripts/ensure-docker.sh starts an engine, \
-             builds {LOCAL_IMAGE} and runs the container tests)"
-        );
-        return None;
+    match decide(test, image_from_env(), required(), engine_version) {
+        Ok(image) => image,
+        Err(why) => panic!("{why}"),
+    }
+}
+
+/// Whether [`REQUIRED_ENV`] asks the container tests to fail rather than skip.
+fn required() -> bool {
+    std::env::var(REQUIRED_ENV).is_ok_and(|value| !value.is_empty() && value != "0")
+}
+
+/// [`image_or_skip`]'s decision: the image, `None` after saying why on stderr, or (`required`)
+/// why the test fails.
+fn decide(
+    test: &str,
+    image: Option<String>,
+    required: bool,
+    engine: impl FnOnce() -> Result<String, ServerError>,
+) -> Result<Option<String>, String> {
+    let why = match image {
+        None => format!(
+            "{IMAGE_ENV} is not set (scripts/ensure-docker.sh starts an engine, builds \
+             {LOCAL_IMAGE} and runs the container tests)"
+        ),
+        Some(image) => match engine() {
+            Ok(_) => return Ok(Some(image)),
+            Err(err) => format!("no container engine answers ({err})"),
+        },
     };
-    match engine_version() {
-        Ok(_) => Some(image),
-        Err(err) => {
-            eprintln!("skipping {test}: no container engine answers ({err})");
-            None
-        }
+    if required {
+        return Err(format!(
+            "{test} cannot run, and {REQUIRED_ENV} says it must: {why}"
+        ));
+    }
+    eprintln!("skipping {test}: {why}");
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine_up() -> Result<String, ServerError> {
+        Ok("20.10.24".to_owned())
+    }
+
+    fn engine_down() -> Result<String, ServerError> {
+        Err(ServerError::Container(
+            "Cannot connect to the Docker daemon".to_owned(),
+        ))
+    }
+
+    #[test]
+    fn a_test_skips_unless_required() {
+        let image = || Some("redis:7.4".to_owned());
+        assert_eq!(decide("t", image(), false, engine_up), Ok(image()));
+        assert_eq!(decide("t", image(), true, engine_up), Ok(image()));
+        assert_eq!(decide("t", None, false, engine_up), Ok(None));
+        assert_eq!(decide("t", image(), false, engine_down), Ok(None));
+        // Required: a dead engine or no image fails the test, with the reason.
+        let dead = decide("t", image(), true, engine_down).unwrap_err();
+        assert!(
+            dead.contains(REQUIRED_ENV) && dead.contains("Cannot connect"),
+            "{dead}"
+        );
+        let unset = decide("t", None, true, engine_up).unwrap_err();
+        assert!(unset.contains(IMAGE_ENV), "{unset}");
     }
 }
