@@ -309,33 +309,7 @@ impl Deployment {
                     .map(RawConnection::Cluster)
             }
             Deployment::Sentinel { sentinels, service } => {
-                let mut sentinel = match certificates {
-                    // redis-rs's builder is the way to give the data nodes certificates.
-                    Some(certificates) => {
-                        let addresses = sentinels
-                            .iter()
-                            .map(|url| {
-                                redis::IntoConnectionInfo::into_connection_info(url.as_str())
-                                    .map(|info| info.addr().clone())
-                            })
-                            .collect::<redis::RedisResult<Vec<_>>>()?;
-                        redis::sentinel::SentinelClientBuilder::new(
-                            addresses,
-                            service,
-                            redis::sentinel::SentinelServerType::Master,
-                        )?
-                        .set_client_to_sentinel_certificates(certificates.clone())
-                        .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
-                        .set_client_to_redis_certificates(certificates)
-                        .build()?
-                    }
-                    None => redis::sentinel::SentinelClient::build(
-                        sentinels.clone(),
-                        service.as_str(),
-                        None,
-                        redis::sentinel::SentinelServerType::Master,
-                    )?,
-                };
+                let mut sentinel = sentinel_client(sentinels, service, certificates)?;
                 sentinel
                     .get_async_connection()
                     .await
@@ -358,4 +332,75 @@ impl Deployment {
             ],
         }
     }
+}
+
+/// A client of the primary of Sentinel service `service`, through the Sentinels at `urls`.
+///
+/// `rediss://` Sentinels: redis-rs's `SentinelClientBuilder`, the only way to give the data
+/// nodes certificates, with `certificates` for the Sentinels and the data nodes (verified as
+/// strictly as the Sentinels' URLs say: `#insecure`) and the Sentinels' username and password
+/// from their URLs (the builder takes addresses only, one set of credentials for all). Plain
+/// `redis://` Sentinels: their URLs as they are, and no TLS file applies (the builder refuses
+/// certificates for them). lock-redis builds its own Sentinel client the same way, out of
+/// reach (crate-private), hence this copy for the demo's own connections.
+fn sentinel_client(
+    urls: &[String],
+    service: &str,
+    certificates: Option<redis::TlsCertificates>,
+) -> redis::RedisResult<redis::sentinel::SentinelClient> {
+    use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+    let invalid = |reason: &'static str| {
+        redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, reason))
+    };
+    let infos = urls
+        .iter()
+        .map(|url| redis::IntoConnectionInfo::into_connection_info(url.as_str()))
+        .collect::<redis::RedisResult<Vec<_>>>()?;
+    let secure =
+        |info: &redis::ConnectionInfo| matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
+    if !infos.iter().any(secure) {
+        return SentinelClient::build(infos, service, None, SentinelServerType::Master);
+    }
+    if !infos.iter().all(secure) {
+        return Err(invalid(
+            "the Sentinel URLs mix redis:// and rediss://: give all of them one scheme",
+        ));
+    }
+    let first = infos[0].redis_settings();
+    if infos.iter().any(|info| {
+        let settings = info.redis_settings();
+        settings.username() != first.username() || settings.password() != first.password()
+    }) {
+        return Err(invalid(
+            "over TLS every Sentinel URL must carry the same username and password",
+        ));
+    }
+    let insecure = infos.iter().any(|info| {
+        matches!(
+            info.addr(),
+            redis::ConnectionAddr::TcpTls { insecure: true, .. }
+        )
+    });
+    let mut builder = SentinelClientBuilder::new(
+        infos.iter().map(|info| info.addr().clone()),
+        service,
+        SentinelServerType::Master,
+    )?
+    .set_client_to_redis_tls_mode(if insecure {
+        redis::TlsMode::Insecure
+    } else {
+        redis::TlsMode::Secure
+    });
+    if let Some(username) = first.username() {
+        builder = builder.set_client_to_sentinel_username(username);
+    }
+    if let Some(password) = first.password() {
+        builder = builder.set_client_to_sentinel_password(password);
+    }
+    if let Some(certificates) = certificates {
+        builder = builder
+            .set_client_to_sentinel_certificates(certificates.clone())
+            .set_client_to_redis_certificates(certificates);
+    }
+    builder.build()
 }
