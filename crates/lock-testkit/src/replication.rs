@@ -140,20 +140,63 @@ impl ReplicatedPair {
         self.wait_acknowledging()
     }
 
-    /// Waits until the replica acknowledges writes (`WAIT` counts it). Online is not enough: a
-    /// replica that synced without a disk gets the command stream, and is asked for
-    /// acknowledgements, only after its first own `REPLCONF ACK`, up to a second later. The
-    /// probe writes a key and deletes it, so nothing is left.
+    /// Waits until the replica acknowledges writes (`WAIT` counts it) and, with an append-only
+    /// file on, fsyncs (`WAITAOF 0 1`). Online is not enough: a replica that synced without a
+    /// disk gets the command stream, and is asked for acknowledgements, only after its first
+    /// own `REPLCONF ACK`, up to a second later; one that just synced rewrites its file first
+    /// and reports no fsync until that is done. A server without `WAITAOF` (before Redis 7.2)
+    /// has no fsync to wait for.
     fn wait_acknowledging(&self) -> Result<(), ServerError> {
         let failed = |source| ServerError::Command {
             port: self.primary.port(),
-            command: "SET/DEL/WAIT 1 50 (the replica's acknowledgement)".to_owned(),
+            command: "SET/DEL/WAIT (the replica's acknowledgement)".to_owned(),
             source,
         };
         let mut connection = self.primary.client().get_connection().map_err(failed)?;
         let deadline = Instant::now() + REPLICATION_TIMEOUT;
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(1).arg(50);
+        self.probe_until(
+            &mut connection,
+            deadline,
+            "writes",
+            &wait,
+            |reply| matches!(reply, Ok(redis::Value::Int(count)) if *count >= 1),
+        )?;
+        let persistence = self.primary.query::<String>(&["INFO", "persistence"])?;
+        if field(&persistence, "aof_enabled") != Some("1") {
+            return Ok(());
+        }
+        let mut waitaof = redis::cmd("WAITAOF");
+        waitaof.arg(0).arg(1).arg(50);
+        self.probe_until(
+            &mut connection,
+            deadline,
+            "fsyncs",
+            &waitaof,
+            |reply| match reply {
+                Ok(redis::Value::Array(counts)) => {
+                    matches!(counts.get(1), Some(redis::Value::Int(count)) if *count >= 1)
+                }
+                // No `WAITAOF` on this server: nothing to wait for.
+                Err(error) => error.code() == Some("ERR"),
+                Ok(_) => false,
+            },
+        )
+    }
+
+    /// Writes a key, deletes it, and sends `wait` after them, until `done` accepts its answer
+    /// or `deadline` passes.
+    fn probe_until(
+        &self,
+        connection: &mut redis::Connection,
+        deadline: Instant,
+        what: &str,
+        wait: &redis::Cmd,
+        done: impl Fn(&redis::RedisResult<redis::Value>) -> bool,
+    ) -> Result<(), ServerError> {
         loop {
-            let (acknowledged,): (u32,) = redis::pipe()
+            let answer: redis::RedisResult<(redis::Value,)> = redis::pipe()
                 .cmd("SET")
                 .arg(LINK_PROBE_KEY)
                 .arg(1)
@@ -161,18 +204,25 @@ impl ReplicatedPair {
                 .cmd("DEL")
                 .arg(LINK_PROBE_KEY)
                 .ignore()
-                .cmd("WAIT")
-                .arg(1)
-                .arg(50)
-                .query(&mut connection)
-                .map_err(failed)?;
-            if acknowledged >= 1 {
-                return self.wait_fsync_acknowledging(&mut connection, deadline, failed);
+                .add_command(wait.clone())
+                .query(connection);
+            let answer = answer.map(|(value,)| value);
+            if done(&answer) {
+                return Ok(());
+            }
+            if let Err(error) = answer
+                && error.code() != Some("ERR")
+            {
+                return Err(ServerError::Command {
+                    port: self.primary.port(),
+                    command: format!("{what} probe"),
+                    source: error,
+                });
             }
             if Instant::now() >= deadline {
                 return Err(ServerError::Replication(format!(
                     "timed out after {REPLICATION_TIMEOUT:?} waiting for the replica on port {} \
-                     to acknowledge writes of the primary on port {}",
+                     to acknowledge {what} of the primary on port {}",
                     self.replica.port(),
                     self.primary.port()
                 )));
@@ -246,53 +296,6 @@ impl ReplicatedPair {
                     && offset(info).is_some_and(|done| done >= target)
             },
         )
-    }
-
-    /// With an append-only file on, also waits until the replica acknowledges fsyncs
-    /// (`WAITAOF 0 1`): a replica that just synced rewrites its file first and reports no fsync
-    /// until that is done, about a second. A server without `WAITAOF` (before Redis 7.2) has
-    /// nothing to wait for.
-    fn wait_fsync_acknowledging(
-        &self,
-        connection: &mut redis::Connection,
-        deadline: Instant,
-        failed: impl Fn(redis::RedisError) -> ServerError,
-    ) -> Result<(), ServerError> {
-        let persistence = self.primary.query::<String>(&["INFO", "persistence"])?;
-        if field(&persistence, "aof_enabled") != Some("1") {
-            return Ok(());
-        }
-        loop {
-            let acknowledged: redis::RedisResult<(Vec<u32>,)> = redis::pipe()
-                .cmd("SET")
-                .arg(LINK_PROBE_KEY)
-                .arg(1)
-                .ignore()
-                .cmd("DEL")
-                .arg(LINK_PROBE_KEY)
-                .ignore()
-                .cmd("WAITAOF")
-                .arg(0)
-                .arg(1)
-                .arg(50)
-                .query(connection);
-            match acknowledged {
-                Ok((counts,)) if counts.get(1).is_some_and(|&replicas| replicas >= 1) => {
-                    return Ok(());
-                }
-                Ok(_) => {}
-                Err(error) if error.code() == Some("ERR") => return Ok(()), // no WAITAOF
-                Err(error) => return Err(failed(error)),
-            }
-            if Instant::now() >= deadline {
-                return Err(ServerError::Replication(format!(
-                    "timed out after {REPLICATION_TIMEOUT:?} waiting for the replica on port {} \
-                     to acknowledge fsyncs of the primary on port {}",
-                    self.replica.port(),
-                    self.primary.port()
-                )));
-            }
-        }
     }
 
     /// Polls `INFO replication` of `server` until `done` holds (at most 10 s).
