@@ -128,7 +128,7 @@ impl Measurement {
             let _ = write!(background, " {name}={}", number(*value));
         }
         println!(
-            "{:<3} {:<17} tasks={:<2} ops={:<7} {:>7.0} ops/s  p50={:>6.1}us p99={:>7.1}us p999={:>7.1}us max={:>7.1}us  req/{}={:.2} srv-cpu={:.1}us cli-cpu={client_cpu}{background}",
+            "{:<3} {:<17} tasks={:<2} ops={:<7} {:>7.0} ops/s  p50={:>6.1}us p99={:>7.1}us p999={:>7.1}us max={:>7.1}us  req/{}={:.2} reads={:.2} srv-cpu={:.1}us cli-cpu={client_cpu}{background}",
             self.workload,
             self.contender,
             self.tasks,
@@ -140,6 +140,7 @@ impl Measurement {
             self.latency.max() as f64 / 1000.0,
             self.per,
             self.cost.requests,
+            self.cost.server_reads,
             self.cost.server_cpu_us,
         );
         println!(
@@ -167,7 +168,7 @@ impl Measurement {
             .map(|(name, value)| format!("\"{name}\":{}", json_number(*value)))
             .collect();
         format!(
-            "{{\"workload\":\"{}\",\"contender\":\"{}\",\"round\":{},\"tasks\":{},\"nodes\":{},\"background_holds\":{},\"ops\":{},\"elapsed_s\":{:.6},\"ops_per_sec\":{:.1},\"p50_us\":{:.1},\"p99_us\":{:.1},\"p999_us\":{:.1},\"max_us\":{:.1},\"requests_per_op\":{:.3},\"server_cmd_us_per_op\":{:.2},\"server_cpu_us_per_op\":{:.2},\"client_cpu_us_per_op\":{client_cpu},\"cost_per\":\"{}\",\"server_commands_per_op\":{{{}}},\"extra\":{{{}}}}}",
+            "{{\"workload\":\"{}\",\"contender\":\"{}\",\"round\":{},\"tasks\":{},\"nodes\":{},\"background_holds\":{},\"ops\":{},\"elapsed_s\":{:.6},\"ops_per_sec\":{:.1},\"p50_us\":{:.1},\"p99_us\":{:.1},\"p999_us\":{:.1},\"max_us\":{:.1},\"requests_per_op\":{:.3},\"server_reads_per_op\":{:.3},\"server_cmd_us_per_op\":{:.2},\"server_cpu_us_per_op\":{:.2},\"client_cpu_us_per_op\":{client_cpu},\"cost_per\":\"{}\",\"server_commands_per_op\":{{{}}},\"extra\":{{{}}}}}",
             self.workload,
             self.contender,
             self.round,
@@ -182,6 +183,7 @@ impl Measurement {
             self.quantile_us(0.999),
             self.latency.max() as f64 / 1000.0,
             self.cost.requests,
+            self.cost.server_reads,
             self.cost.server_cmd_us,
             self.cost.server_cpu_us,
             self.per,

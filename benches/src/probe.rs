@@ -1,6 +1,7 @@
 //! Where the time of an op goes: commands the server ran (`INFO commandstats`), server CPU
-//! (`INFO cpu`) and this process's CPU (`/proc/self/stat`), sampled around each measured slice and
-//! added up per contender.
+//! (`INFO cpu`), the server's read events (`INFO stats`: how many separate arrivals the requests
+//! made) and this process's CPU (`/proc/self/stat`), sampled around each measured slice and added
+//! up per contender.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +23,12 @@ pub struct Counters {
     commands: BTreeMap<String, (u64, u64)>,
     /// Server CPU seconds (user + system).
     server_cpu: f64,
+    /// Read events the server processed (`total_reads_processed`): one per arrival of requests
+    /// on a connection, however many requests it carried. Each snapshot adds one per node (its
+    /// own `INFO`), which [`Counters::since`] takes off again.
+    server_reads: u64,
+    /// Nodes whose counters these are (a snapshot; 0 in a difference).
+    nodes: u64,
     /// This process's CPU seconds (user + system), on Linux.
     client_cpu: Option<f64>,
 }
@@ -65,6 +72,9 @@ pub struct Cost {
     pub server_cmd_us: f64,
     /// Server CPU microseconds per op (includes networking).
     pub server_cpu_us: f64,
+    /// Server read events per op: requests per op divided by this is how many requests arrived
+    /// together.
+    pub server_reads: f64,
     /// This process's CPU microseconds per op.
     pub client_cpu_us: Option<f64>,
 }
@@ -84,10 +94,12 @@ impl Probe {
         let info: String = redis::cmd("INFO")
             .arg("commandstats")
             .arg("cpu")
+            .arg("stats")
             .query_async(&mut connection)
             .await?;
         let mut commands = BTreeMap::new();
         let mut server_cpu = 0.0;
+        let mut server_reads = 0;
         for line in info.lines() {
             if let Some((name, stats)) = line
                 .strip_prefix("cmdstat_")
@@ -102,11 +114,15 @@ impl Probe {
                 .or_else(|| line.strip_prefix("used_cpu_sys:"))
             {
                 server_cpu += value.trim().parse::<f64>().unwrap_or(0.0);
+            } else if let Some(value) = line.strip_prefix("total_reads_processed:") {
+                server_reads = value.trim().parse().unwrap_or(0);
             }
         }
         Ok(Counters {
             commands,
             server_cpu,
+            server_reads,
+            nodes: 1,
             client_cpu: process_cpu_seconds(),
         })
     }
@@ -203,6 +219,8 @@ pub async fn snapshot_all(probes: &[Probe]) -> Result<Counters, BenchError> {
             entry.1 += usec;
         }
         total.server_cpu += counters.server_cpu;
+        total.server_reads += counters.server_reads;
+        total.nodes += counters.nodes;
         total.client_cpu = counters.client_cpu;
     }
     Ok(total)
@@ -242,6 +260,12 @@ impl Counters {
         Counters {
             commands,
             server_cpu: self.server_cpu - earlier.server_cpu,
+            // The later snapshot's own INFO on each node is counted in it.
+            server_reads: self
+                .server_reads
+                .saturating_sub(earlier.server_reads)
+                .saturating_sub(self.nodes),
+            nodes: 0,
             client_cpu: self
                 .client_cpu
                 .zip(earlier.client_cpu)
@@ -257,6 +281,7 @@ impl Counters {
             entry.1 += usec;
         }
         self.server_cpu += delta.server_cpu;
+        self.server_reads += delta.server_reads;
         if let Some(cpu) = delta.client_cpu {
             *self.client_cpu.get_or_insert(0.0) += cpu;
         }
@@ -297,6 +322,7 @@ impl Counters {
             requests: requests as f64 / ops_f,
             server_cmd_us: request_usec as f64 / ops_f,
             server_cpu_us: self.server_cpu * 1e6 / ops_f,
+            server_reads: self.server_reads as f64 / ops_f,
             client_cpu_us: self.client_cpu.map(|cpu| cpu * 1e6 / ops_f),
         }
     }
@@ -332,21 +358,31 @@ mod tests {
 
     #[test]
     fn differences_add_up() {
-        let at = |calls, cpu| Counters {
+        let at = |calls, cpu, server_reads| Counters {
             commands: BTreeMap::from([
                 ("evalsha".to_owned(), (calls, calls * 3)),
                 ("info".to_owned(), (calls, 1)),
             ]),
             server_cpu: cpu,
+            server_reads,
+            // Two nodes: each snapshot's INFO adds one read on each.
+            nodes: 2,
             client_cpu: Some(cpu),
         };
         let mut sum = Counters::default();
-        sum.add(&at(10, 1.0).since(&at(4, 0.5)));
-        sum.add(&at(20, 2.0).since(&at(10, 1.0)));
+        // One read per call, plus the snapshots' own.
+        sum.add(&at(10, 1.0, 18).since(&at(4, 0.5, 10)));
+        sum.add(&at(20, 2.0, 30).since(&at(10, 1.0, 18)));
         let cost = sum.per_op(8);
         assert_eq!(cost.commands, vec![("evalsha".to_owned(), 2.0)]);
         assert!((cost.requests - 2.0).abs() < 1e-9);
         assert!((cost.server_cmd_us - 6.0).abs() < 1e-9);
+        // 16 calls, 16 reads once the snapshots' own are taken off: 2 per op.
+        assert!(
+            (cost.server_reads - 2.0).abs() < 1e-9,
+            "{}",
+            cost.server_reads
+        );
         assert!((cost.server_cpu_us - 187_500.0).abs() < 1e-6);
     }
 

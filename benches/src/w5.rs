@@ -22,7 +22,7 @@
 //!   busiest node's calls per period.
 //! - `requests_per_period_per_node`: commands the client sent (scripts, `PING`s, ...) per period
 //!   and node; `reads_per_period_per_node`: the nodes' read events (`INFO stats`
-//!   `total_reads_processed`, the probe's own two left out) per period and node: how many
+//!   `total_reads_processed`, the probe's own left out) per period and node: how many
 //!   separate arrivals the requests made, i.e. the round trips the renewals cost when requests
 //!   travel together on one connection.
 //! - `cpu_pct`: this process's CPU (user + system, `getrusage(RUSAGE_SELF)`) during the hold
@@ -44,11 +44,6 @@ use lock_redis::RedisBackend;
 use crate::contenders::BenchError;
 use crate::measurement::{Measurement, Tally, record};
 use crate::probe::{Counters, Probe};
-
-/// `INFO` requests of the probe counted in each node's read events during the hold phase: the
-/// second counter snapshot and the second read of the read count itself (each read event is
-/// counted before its command runs).
-const PROBE_READS: f64 = 2.0;
 
 /// The commands a renewal call is made of, as `INFO commandstats` names them.
 const SCRIPT_CALLS: &[&str] = &["evalsha", "eval", "evalsha_ro", "eval_ro", "fcall"];
@@ -93,13 +88,11 @@ pub async fn run(
     tokio::spawn(async move { hold(workload, &locker, &probes, &prefix, config).await }).await?
 }
 
-/// Each node's counters and read events at one instant.
-async fn snapshot(probes: &[Probe]) -> Result<Vec<(Counters, i64)>, BenchError> {
+/// Each node's counters at one instant.
+async fn snapshot(probes: &[Probe]) -> Result<Vec<Counters>, BenchError> {
     let mut out = Vec::with_capacity(probes.len());
     for probe in probes {
-        let counters = probe.snapshot().await?;
-        let reads = probe.info_field("stats", "total_reads_processed").await?;
-        out.push((counters, reads));
+        out.push(probe.snapshot().await?);
     }
     Ok(out)
 }
@@ -174,15 +167,14 @@ async fn hold(
     let nodes = probes.len().max(1) as f64;
     let mut counters = Counters::default();
     let (mut renew_calls, mut busiest, mut requests, mut reads) = (0.0, 0.0_f64, 0.0, 0.0);
-    for ((counters_after, reads_after), (counters_before, reads_before)) in
-        after.iter().zip(&before)
-    {
-        let node = counters_after.since(counters_before);
+    for (node_after, node_before) in after.iter().zip(&before) {
+        let node = node_after.since(node_before);
         let calls = node.calls(SCRIPT_CALLS) as f64;
         renew_calls += calls;
         busiest = busiest.max(calls);
-        requests += node.per_op(1).requests;
-        reads += (reads_after - reads_before) as f64 - PROBE_READS;
+        let whole = node.per_op(1);
+        requests += whole.requests;
+        reads += whole.server_reads;
         counters.add(&node);
     }
     let growth = |after: Option<u64>| match (rss_before, after) {
