@@ -109,46 +109,35 @@ impl RedisServer {
         let config_path = dir.path().join(CONFIG_FILE);
         let log_path = dir.path().join(LOG_FILE);
 
-        let mut last_error = None;
-        for _ in 0..PORT_ATTEMPTS {
-            let ports = PortReservation::new(if options.cluster_enabled { 2 } else { 1 })?;
-            let port = ports.ports[0];
-            let cluster_port = ports.ports.get(1).copied();
-            let config = render_config(&options, dir.path(), port, cluster_port)?;
+        let (child, ports) = on_free_ports(&options, |port, cluster_port| {
+            let config = render_config(&options, dir.path(), port, cluster_port)
+                .map_err(LaunchError::Fatal)?;
             fs::write(&config_path, config)?;
-            let launch = Launch {
+            Launch {
                 binary: &binary,
                 config_path: &config_path,
                 log_path: &log_path,
                 dir: dir.path(),
                 port,
                 options: &options,
-            };
-            match launch.run() {
-                Ok(child) => {
-                    return Ok(Self {
-                        child: Some(child),
-                        #[cfg(feature = "testcontainers")]
-                        container: None,
-                        paused: false,
-                        port,
-                        cluster_port,
-                        binary,
-                        version,
-                        options,
-                        config_path,
-                        log_path,
-                        _ports: ports,
-                        dir,
-                    });
-                }
-                Err(LaunchError::PortInUse(err)) => last_error = Some(err),
-                Err(LaunchError::Fatal(err)) => return Err(err),
             }
-        }
-        Err(last_error.unwrap_or(ServerError::InvalidConfig(
-            "no port attempt was made".to_owned(),
-        )))
+            .run()
+        })?;
+        Ok(Self {
+            child: Some(child),
+            #[cfg(feature = "testcontainers")]
+            container: None,
+            paused: false,
+            port: ports.ports[0],
+            cluster_port: ports.ports.get(1).copied(),
+            binary,
+            version,
+            options,
+            config_path,
+            log_path,
+            _ports: ports,
+            dir,
+        })
     }
 
     /// [`start_with`](Self::start_with) for [`ServerOptions::container`]: the same free ports
@@ -160,41 +149,29 @@ impl RedisServer {
             .tempdir()?;
         let config_path = dir.path().join(CONFIG_FILE);
         let log_path = dir.path().join(LOG_FILE);
-        let mut last_error = None;
-        for _ in 0..PORT_ATTEMPTS {
-            let ports = PortReservation::new(if options.cluster_enabled { 2 } else { 1 })?;
-            let port = ports.ports[0];
-            let cluster_port = ports.ports.get(1).copied();
-            let args = render_args(&options, port, cluster_port)?;
+        let ((container, version), ports) = on_free_ports(&options, |port, cluster_port| {
+            let args = render_args(&options, port, cluster_port).map_err(LaunchError::Fatal)?;
             // For the record: what the server was started with.
             fs::write(
                 &config_path,
                 format!("# docker run {image} {}\n", args.join(" ")),
             )?;
-            match container::launch(image, &args, port, options.requirepass.as_deref()) {
-                Ok((container, version)) => {
-                    return Ok(Self {
-                        child: None,
-                        container: Some(container),
-                        paused: false,
-                        port,
-                        cluster_port,
-                        binary: PathBuf::from("docker"),
-                        version,
-                        options,
-                        config_path,
-                        log_path,
-                        _ports: ports,
-                        dir,
-                    });
-                }
-                Err(LaunchError::PortInUse(err)) => last_error = Some(err),
-                Err(LaunchError::Fatal(err)) => return Err(err),
-            }
-        }
-        Err(last_error.unwrap_or(ServerError::InvalidConfig(
-            "no port attempt was made".to_owned(),
-        )))
+            container::launch(image, &args, port, options.requirepass.as_deref())
+        })?;
+        Ok(Self {
+            child: None,
+            container: Some(container),
+            paused: false,
+            port: ports.ports[0],
+            cluster_port: ports.ports.get(1).copied(),
+            binary: PathBuf::from("docker"),
+            version,
+            options,
+            config_path,
+            log_path,
+            _ports: ports,
+            dir,
+        })
     }
 
     /// The id of the container the server runs in (`None` for a process); feature
@@ -535,6 +512,27 @@ fn percent_encode(value: &str) -> String {
         }
     }
     out
+}
+
+/// Runs `launch` on freshly reserved loopback ports (a second one for the cluster bus when
+/// `options` enable cluster mode) until it does not fail for a port taken meanwhile, at most
+/// [`PORT_ATTEMPTS`] times; returns what it made and the ports it holds.
+fn on_free_ports<T>(
+    options: &ServerOptions,
+    mut launch: impl FnMut(u16, Option<u16>) -> Result<T, LaunchError>,
+) -> Result<(T, PortReservation), ServerError> {
+    let mut last_error = None;
+    for _ in 0..PORT_ATTEMPTS {
+        let ports = PortReservation::new(if options.cluster_enabled { 2 } else { 1 })?;
+        match launch(ports.ports[0], ports.ports.get(1).copied()) {
+            Ok(made) => return Ok((made, ports)),
+            Err(LaunchError::PortInUse(err)) => last_error = Some(err),
+            Err(LaunchError::Fatal(err)) => return Err(err),
+        }
+    }
+    Err(last_error.unwrap_or(ServerError::InvalidConfig(
+        "no port attempt was made".to_owned(),
+    )))
 }
 
 #[cfg(test)]
