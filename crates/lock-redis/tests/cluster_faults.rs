@@ -1,7 +1,8 @@
 //! Locks on a Redis Cluster while it changes under them: the lock's slot moves to another
 //! primary, and its primary fails over to its replica, while the lock is held and a waiter
-//! waits; and replica acknowledgement asked of the lock's own primary. One test, so one
-//! cluster (6 processes) is alive at a time.
+//! waits; replica acknowledgement asked of the lock's own primary; and watchdog renewals put
+//! in one script per primary, following slots that move under them. One test, so one cluster
+//! (6 processes) is alive at a time.
 #![cfg(feature = "cluster")]
 
 use std::time::{Duration, Instant};
@@ -157,9 +158,110 @@ async fn acknowledgement_is_asked_of_the_locks_primary(cluster: &mut RedisCluste
     assert_eq!(keys_left(cluster), 0, "the refused grant was given back");
 }
 
+/// How many scripts the primaries have run by hash, all together.
+fn scripts_run(cluster: &RedisCluster) -> u64 {
+    (0..cluster.len())
+        .filter(|&node| cluster.role(node).unwrap_or(false))
+        .map(|node| {
+            let mut connection = cluster
+                .node(node)
+                .client()
+                .get_connection()
+                .expect("connect");
+            let stats: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query(&mut connection)
+                .expect("INFO");
+            stats
+                .lines()
+                .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+                .and_then(|rest| rest.split(',').next())
+                .map_or(0, |calls| calls.parse::<u64>().expect("a count"))
+        })
+        .sum()
+}
+
+/// Watchdog renewals of locks in many slots go in one script per primary (not one per slot),
+/// and keep renewing locks whose slot moved to another primary (the script answers "not
+/// served here" for them, or the whole script is redirected, and they are renewed by slot; the
+/// copy of the slot owners is read again). A renewal lost that way would end a lease of 1.5 s
+/// within the 3 s the test holds the locks after the move.
+async fn renewals_go_one_script_per_primary(cluster: &mut RedisCluster, kind: LockKind) {
+    const LOCKS: usize = 48;
+    let locker = locker(cluster, kind, ShardedPubSub::Auto).await;
+    let lease = LockOptions::new().watchdog_lease(Duration::from_millis(1500));
+    let names: Vec<String> = (0..LOCKS)
+        .map(|n| format!("cluster-renew:{kind:?}:{n}"))
+        .collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(
+            locker
+                .lock_with(name, &lease)
+                .await
+                .expect("lock")
+                .expect("free"),
+        );
+    }
+    let slots: std::collections::BTreeSet<u16> =
+        names.iter().map(|name| keys::slot(name)).collect();
+    // Renewals every 0.5 s: some 4 rounds in 2 s, each at most two batches (the watchdog
+    // groups leases by when they fall due) of one script per primary: at most 3 × 2 × 5. One
+    // script per slot would be some 4 × 48.
+    let window = |cluster: &RedisCluster| {
+        let before = scripts_run(cluster);
+        std::thread::sleep(Duration::from_secs(2));
+        scripts_run(cluster) - before
+    };
+    let grouped = tokio::task::block_in_place(|| window(cluster));
+    assert!(
+        grouped <= 30,
+        "{grouped} renewal scripts in 2 s for {LOCKS} locks in {} slots",
+        slots.len()
+    );
+
+    // Two locks of one primary move to another while held.
+    let from = cluster
+        .primary_of_slot(keys::slot(&names[0]))
+        .expect("owner");
+    let to = (0..cluster.len())
+        .find(|&node| node != from && cluster.role(node).unwrap_or(false))
+        .expect("another primary");
+    let moving: Vec<u16> = names
+        .iter()
+        .map(|name| keys::slot(name))
+        .filter(|&slot| cluster.primary_of_slot(slot).expect("owner") == from)
+        .take(2)
+        .collect();
+    tokio::task::block_in_place(|| {
+        for &slot in &moving {
+            cluster.move_slot(slot, to).expect("move the slot");
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let regrouped = tokio::task::block_in_place(|| window(cluster));
+    assert!(
+        regrouped <= 30,
+        "{regrouped} renewal scripts in 2 s after the move"
+    );
+    for (name, guard) in names.iter().zip(&guards) {
+        assert!(!guard.is_lost(), "{name} (slot {}) kept", keys::slot(name));
+    }
+    for guard in guards {
+        assert_eq!(
+            guard.release().await.expect("release"),
+            ReleaseOutcome::Released
+        );
+    }
+    assert_eq!(keys_left(cluster), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_follow_slot_moves_and_failovers() {
     let mut cluster = RedisCluster::start(3, 1).expect("start a cluster");
+    for kind in [LockKind::Reentrant, LockKind::Fast] {
+        renewals_go_one_script_per_primary(&mut cluster, kind).await;
+    }
     acknowledgement_is_asked_of_the_locks_primary(&mut cluster).await;
     // Sharded-only waiters (`On`) show the subscription following the slot: the server drops
     // it when the slot leaves its node, and it is made again where the slot lives now.

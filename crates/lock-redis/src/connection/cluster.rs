@@ -14,13 +14,16 @@
 //! - **Proofs on the right node.** Every request is routed by its route (the lock name, whose
 //!   keys all share one slot), and the `PING` that proves a link in step goes to the same node
 //!   (redis-rs would send a bare `PING` to every node).
+//! - **Renewals by node.** redis-rs keeps its slot map to itself; [`Cluster::slot_owners`] keeps
+//!   a copy of `CLUSTER SLOTS` so the renewals of one primary go in one script (see
+//!   `slot_owners`), read again after a `MOVED` or a renewal answered "not served here".
 //! - **Replacement.** A link found out of step (a lost reply, a call timed out) is replaced by a
 //!   new cluster connection (new connections to every node). Unlike [`super::standalone`], the
 //!   replacement is **not fenced** yet: requests still queued on the old connections may run
 //!   after newer ones (see `docs/deployments.md`), and cleanups are not held for the new link
 //!   (the locker's own retry sends them).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,6 +37,7 @@ use redis::{Cmd, ErrorKind, Pipeline, RedisError, RedisResult, ServerErrorKind, 
 use tokio::sync::watch;
 
 use crate::connection::alignment::Alignment;
+use crate::connection::slot_owners::SlotOwners;
 use crate::wire::errors::map_error;
 use crate::wire::scripts;
 
@@ -61,6 +65,10 @@ struct Shared {
     current: Mutex<Current>,
     published: watch::Sender<u64>,
     nonce: AtomicU64,
+    /// The last `CLUSTER SLOTS` read, for grouping renewals by node.
+    owners: Mutex<Option<Arc<SlotOwners>>>,
+    /// Whether `owners` should be read again before it is used.
+    owners_stale: AtomicBool,
 }
 
 /// The command connection of one backend to a Redis Cluster.
@@ -136,6 +144,8 @@ impl Cluster {
                 }),
                 published,
                 nonce: AtomicU64::new(super::standalone::rand_start()),
+                owners: Mutex::new(None),
+                owners_stale: AtomicBool::new(true),
             }),
         })
     }
@@ -295,6 +305,7 @@ impl Cluster {
                     asking = true;
                 }
                 Some(Redirect::Moved(host, port)) => {
+                    self.slot_owners_stale();
                     routing = SingleNodeRoutingInfo::ByAddress { host, port };
                     asking = false;
                 }
@@ -313,6 +324,44 @@ impl Cluster {
                 RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary),
             )
             .await
+    }
+
+    /// Which primary serves each slot, read with `CLUSTER SLOTS` on `link` the first time and
+    /// again once reported stale; `None` when it cannot be read now (within the attempt
+    /// timeout).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a read given up leaves the copy stale, to be read by the next caller.
+    pub(crate) async fn slot_owners(&self, link: &Arc<Link>) -> Option<Arc<SlotOwners>> {
+        // Cleared before the read, so a `MOVED` seen while it is under way marks it again.
+        if !self.shared.owners_stale.swap(false, Ordering::AcqRel)
+            && let Some(owners) = lock(&self.shared.owners).clone()
+        {
+            return Some(owners);
+        }
+        let mut slots = redis::cmd("CLUSTER");
+        slots.arg("SLOTS");
+        let read = tokio::time::timeout(self.shared.attempt_timeout, self.ask(link, &slots))
+            .await
+            .map(|reply| reply.and_then(Value::extract_error));
+        match read {
+            Ok(Ok(reply)) => {
+                let owners = Arc::new(SlotOwners::from_cluster_slots(&reply));
+                *lock(&self.shared.owners) = Some(owners.clone());
+                Some(owners)
+            }
+            failed => {
+                self.slot_owners_stale();
+                tracing::debug!(?failed, "could not read which primary serves which slot");
+                None
+            }
+        }
+    }
+
+    /// Reports that the copy of the slot owners may be out of date.
+    pub(crate) fn slot_owners_stale(&self) {
+        self.shared.owners_stale.store(true, Ordering::Release);
     }
 
     /// Whether `link` is in step with the node serving `route`: a `PING` with a fresh id, sent

@@ -9,6 +9,8 @@ pub(crate) mod deferred;
 pub(crate) mod pubsub;
 #[cfg(feature = "sentinel")]
 pub(crate) mod sentinel_watch;
+#[cfg(feature = "cluster")]
+pub(crate) mod slot_owners;
 pub(crate) mod source;
 pub(crate) mod standalone;
 pub(crate) mod tls;
@@ -23,6 +25,8 @@ use self::alignment::Alignment;
 #[cfg(feature = "cluster")]
 use self::cluster::Cluster;
 use self::deferred::Deferred;
+#[cfg(feature = "cluster")]
+use self::slot_owners::SlotOwners;
 use self::standalone::Standalone;
 
 /// The command connection of one backend: the seam where the server's topology is hidden from
@@ -79,6 +83,19 @@ pub(crate) enum Connection {
     Cluster(Cluster),
 }
 
+/// Which keys one script may touch.
+pub(crate) enum Reach {
+    /// Any key: one server.
+    Everywhere,
+    /// Keys of every slot its node serves (a cluster, with a script that declares one key and
+    /// names the others in its arguments); which node serves which slot as last read.
+    #[cfg(feature = "cluster")]
+    Node(Arc<SlotOwners>),
+    /// Keys of one slot (a cluster whose slot owners cannot be read now).
+    #[cfg(feature = "cluster")]
+    Slot,
+}
+
 /// One established link of a [`Connection`], held for the length of one call.
 #[derive(Clone)]
 pub(crate) enum Link {
@@ -131,13 +148,34 @@ impl Connection {
         }
     }
 
-    /// Whether one script may touch keys of different slots: on one server, yes; in a cluster
-    /// every key of a script must share one slot.
-    pub(crate) fn scripts_span_slots(&self) -> bool {
+    /// Which keys one script may touch, for batching renewals (see [`Reach`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub(crate) async fn script_reach(&self) -> Reach {
         match self {
-            Connection::Standalone(_) => true,
+            Connection::Standalone(_) => Reach::Everywhere,
             #[cfg(feature = "cluster")]
-            Connection::Cluster(_) => false,
+            Connection::Cluster(cluster) => {
+                let Some(link) = cluster.ready() else {
+                    return Reach::Slot;
+                };
+                match cluster.slot_owners(&link).await {
+                    Some(owners) => Reach::Node(owners),
+                    None => Reach::Slot,
+                }
+            }
+        }
+    }
+
+    /// Reports that a script sent by [`Reach::Node`] found keys its node does not serve: the
+    /// slot owners are read again before the next use.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn slot_owners_stale(&self) {
+        match self {
+            Connection::Standalone(_) => {}
+            Connection::Cluster(cluster) => cluster.slot_owners_stale(),
         }
     }
 

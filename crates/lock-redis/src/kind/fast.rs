@@ -27,7 +27,7 @@ use crate::wire::keys;
 use crate::wire::reply::{acquire_outcome, millis, ttl_from_pttl};
 use crate::wire::scripts::{
     FAST_ACQUIRE_FENCED, FAST_FORCE_RELEASE, FAST_INSPECT, FAST_RELEASE, FAST_RENEW,
-    fast_release_arguments, fast_release_command,
+    FAST_RENEW_ACROSS_SLOTS, fast_release_arguments, fast_release_command,
 };
 
 /// The server's own compare-and-delete, if it has one.
@@ -255,7 +255,7 @@ pub(crate) async fn renew(
     calls: &Arc<Calls>,
     renewals: &[Renewal<'_>],
 ) -> Result<Vec<RenewOutcome>> {
-    scripted::renew(calls, &FAST_RENEW, renewals).await
+    scripted::renew(calls, &FAST_RENEW, &FAST_RENEW_ACROSS_SLOTS, renewals).await
 }
 
 /// `LockBackend::force_release` with the fast force-release script.

@@ -16,7 +16,8 @@ use crate::wire::announce::Announce;
 use crate::wire::keys;
 use crate::wire::reply::{acquire_outcome, count, millis};
 use crate::wire::scripts::{
-    ABANDON, ACQUIRE, FORCE_RELEASE, INSPECT, RELEASE, RENEW, abandon_arguments, abandon_command,
+    ABANDON, ACQUIRE, FORCE_RELEASE, INSPECT, RELEASE, RENEW, RENEW_ACROSS_SLOTS,
+    abandon_arguments, abandon_command,
 };
 
 /// `LockBackend::try_acquire`: the acquire script, in a pipeline shared with concurrent calls
@@ -93,7 +94,7 @@ pub(crate) async fn renew(
     calls: &Arc<Calls>,
     renewals: &[Renewal<'_>],
 ) -> Result<Vec<RenewOutcome>> {
-    scripted::renew(calls, &RENEW, renewals).await
+    scripted::renew(calls, &RENEW, &RENEW_ACROSS_SLOTS, renewals).await
 }
 
 /// `LockBackend::abandon`: the cleanup script, sent whole; deferred to the next connection

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use lock_core::{Error, LockState, RenewOutcome, Renewal, Result};
 
 use crate::call::Calls;
+use crate::connection::Reach;
 use crate::kind::replicated;
 use crate::wire::keys;
 use crate::wire::lock_script::LockScript;
@@ -15,82 +16,182 @@ use crate::wire::reply::{millis, ttl_from_pttl};
 /// server for long; the chunks go out concurrently on the multiplexed connection.
 const RENEW_CHUNK: usize = 256;
 
-/// Renews every lease of `renewals` with `script`, one outcome per renewal, in order.
+/// How a renewal script names its locks.
+#[derive(Clone, Copy)]
+enum Naming {
+    /// Every lock a declared key (`renew.lua`): any keys on one server, one slot in a cluster.
+    Keys,
+    /// The first lock the one declared key (it routes the call), every lock in the arguments
+    /// (`renew_across_slots.lua`): any slot the node serves; the others answered "elsewhere".
+    #[cfg(feature = "cluster")]
+    Arguments,
+}
+
+/// A renewal script's answer for one lock: renewed (`1`), not ours (`0`), or, from a script
+/// sent by [`Naming::Arguments`], not served by that node (`2`).
+const ELSEWHERE: i64 = 2;
+
+/// Renews every lease of `renewals`, one outcome per renewal, in order: with `keyed`
+/// (`renew.lua` or the fast lock's) where a script may touch any key or one slot's, and with
+/// `across_slots` to put a cluster node's renewals in one script.
 ///
-/// Where a script may only touch keys of one slot (a cluster), the renewals are grouped by
-/// slot first; the groups' scripts go out concurrently, so each node's connection carries them
-/// together.
+/// In a cluster the renewals are grouped by the primary serving their slot (as last read with
+/// `CLUSTER SLOTS`); a lock its node answers "not served here" for (a slot moved or on the
+/// move), or whose node is not known, is renewed again by slot, through redirects. The groups
+/// go out concurrently, so each node's connection carries them together.
 pub(crate) async fn renew(
     calls: &Arc<Calls>,
-    script: &LockScript,
+    keyed: &LockScript,
+    // Only a cluster has nodes to group by.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables))] across_slots: &LockScript,
     renewals: &[Renewal<'_>],
 ) -> Result<Vec<RenewOutcome>> {
-    let groups: Vec<Vec<usize>> = if calls.connection().scripts_span_slots() {
-        vec![(0..renewals.len()).collect()]
-    } else {
-        let mut by_slot = std::collections::BTreeMap::<u16, Vec<usize>>::new();
-        for (index, renewal) in renewals.iter().enumerate() {
-            by_slot
-                .entry(keys::slot(renewal.name))
-                .or_default()
-                .push(index);
+    let mut outcomes = vec![RenewOutcome::Unknown; renewals.len()];
+    let mut last_error = None;
+    let mut answered = false;
+    let keyed_groups = match calls.connection().script_reach().await {
+        Reach::Everywhere => vec![(0..renewals.len()).collect()],
+        #[cfg(feature = "cluster")]
+        Reach::Slot => by_slot(renewals, 0..renewals.len()),
+        #[cfg(feature = "cluster")]
+        Reach::Node(owners) => {
+            let mut by_node = vec![Vec::new(); owners.nodes()];
+            let mut elsewhere = Vec::new();
+            for (index, renewal) in renewals.iter().enumerate() {
+                match owners.node_of(keys::slot(renewal.name)) {
+                    Some(node) => by_node[node].push(index),
+                    None => elsewhere.push(index),
+                }
+            }
+            let unplaced = elsewhere.len();
+            for answer in send(calls, across_slots, Naming::Arguments, renewals, &by_node).await {
+                match answer {
+                    Ok(chunk) => {
+                        answered = true;
+                        for (index, outcome) in chunk {
+                            match outcome {
+                                Some(outcome) => outcomes[index] = outcome,
+                                None => elsewhere.push(index),
+                            }
+                        }
+                    }
+                    Err(error) => last_error = Some(error),
+                }
+            }
+            if elsewhere.len() > unplaced {
+                calls.connection().slot_owners_stale();
+            }
+            by_slot(renewals, elsewhere.into_iter())
         }
-        by_slot.into_values().collect()
     };
+    for answer in send(calls, keyed, Naming::Keys, renewals, &keyed_groups).await {
+        match answer {
+            Ok(chunk) => {
+                answered = true;
+                for (index, outcome) in chunk {
+                    // A keyed script never answers "elsewhere": a moved slot is a redirect.
+                    outcomes[index] = outcome.unwrap_or(RenewOutcome::Unknown);
+                }
+            }
+            Err(error) => last_error = Some(error),
+        }
+    }
+    // A group failing (its primary failing over) leaves the others' answers: its locks are
+    // undecided (`Unknown`, retried by the watchdog), unless every group failed.
+    match last_error {
+        Some(error) if !answered => Err(error),
+        _ => Ok(outcomes),
+    }
+}
+
+/// The renewals `indices` grouped by slot.
+#[cfg(feature = "cluster")]
+fn by_slot(renewals: &[Renewal<'_>], indices: impl Iterator<Item = usize>) -> Vec<Vec<usize>> {
+    let mut slots = std::collections::BTreeMap::<u16, Vec<usize>>::new();
+    for index in indices {
+        slots
+            .entry(keys::slot(renewals[index].name))
+            .or_default()
+            .push(index);
+    }
+    slots.into_values().collect()
+}
+
+/// One chunk's answers: each renewal's index and outcome, `None` for "not served here".
+type Answers = Vec<(usize, Option<RenewOutcome>)>;
+
+/// Sends the renewals of each group with `script`, in chunks of at most [`RENEW_CHUNK`], all
+/// at once; one result per chunk.
+async fn send(
+    calls: &Arc<Calls>,
+    script: &LockScript,
+    naming: Naming,
+    renewals: &[Renewal<'_>],
+    groups: &[Vec<usize>],
+) -> Vec<Result<Answers>> {
     let chunks = groups
         .iter()
         .flat_map(|group| group.chunks(RENEW_CHUNK))
-        .map(|chunk| async move {
-            // A chunk is never empty; its first name routes it.
-            let route = renewals[chunk[0]].name;
-            let (reply, acknowledged): (Vec<i64>, _) = calls
-                .run_write(
-                    route,
-                    script,
-                    chunk.len(),
-                    calls.call_timeout(None),
-                    |command| {
-                        for &index in chunk {
-                            command.arg(renewals[index].name);
-                        }
-                        for &index in chunk {
-                            let renewal = &renewals[index];
-                            command.arg(renewal.owner_field).arg(millis(renewal.lease));
-                        }
-                    },
-                )
-                .await?;
-            if reply.len() != chunk.len() {
-                return Err(Error::Protocol(format!(
-                    "renew script answered {} results for {} keys",
-                    reply.len(),
-                    chunk.len()
-                )));
-            }
-            // Too few replicas: renewed on the primary, but not yet to be counted on.
-            let stand = replicated::renewals_stand(calls, acknowledged);
-            Ok(chunk
-                .iter()
-                .zip(reply)
-                .map(|(&index, renewed)| match renewed {
-                    1 if !stand => (index, RenewOutcome::Unknown),
-                    renewed => (index, RenewOutcome::from_held(renewed == 1)),
-                })
-                .collect::<Vec<_>>())
-        });
-    // One group failing (its slot's primary failing over) leaves the others' answers: its locks
-    // are undecided (`Unknown`, retried by the watchdog), unless every group failed.
-    let mut answers = futures_util::future::join_all(chunks).await;
-    if answers.iter().all(Result::is_err)
-        && let Some(Err(error)) = answers.pop()
-    {
-        return Err(error);
+        .map(|chunk| send_chunk(calls, script, naming, renewals, chunk));
+    futures_util::future::join_all(chunks).await
+}
+
+async fn send_chunk(
+    calls: &Arc<Calls>,
+    script: &LockScript,
+    naming: Naming,
+    renewals: &[Renewal<'_>],
+    chunk: &[usize],
+) -> Result<Answers> {
+    // A chunk is never empty; its first name routes it.
+    let route = renewals[chunk[0]].name;
+    let declared = match naming {
+        Naming::Keys => chunk.len(),
+        #[cfg(feature = "cluster")]
+        Naming::Arguments => 1,
+    };
+    let (reply, acknowledged): (Vec<i64>, _) = calls
+        .run_write(
+            route,
+            script,
+            declared,
+            calls.call_timeout(None),
+            |command| {
+                #[cfg(feature = "cluster")]
+                if let Naming::Arguments = naming {
+                    command.arg(route);
+                }
+                for &index in chunk {
+                    command.arg(renewals[index].name);
+                }
+                for &index in chunk {
+                    let renewal = &renewals[index];
+                    command.arg(renewal.owner_field).arg(millis(renewal.lease));
+                }
+            },
+        )
+        .await?;
+    if reply.len() != chunk.len() {
+        return Err(Error::Protocol(format!(
+            "renew script answered {} results for {} keys",
+            reply.len(),
+            chunk.len()
+        )));
     }
-    let mut outcomes = vec![RenewOutcome::Unknown; renewals.len()];
-    for (index, outcome) in answers.into_iter().filter_map(Result::ok).flatten() {
-        outcomes[index] = outcome;
-    }
-    Ok(outcomes)
+    // Too few replicas: renewed on the primary, but not yet to be counted on.
+    let stand = replicated::renewals_stand(calls, acknowledged);
+    Ok(chunk
+        .iter()
+        .zip(reply)
+        .map(|(&index, renewed)| {
+            let outcome = match renewed {
+                ELSEWHERE => None,
+                1 if !stand => Some(RenewOutcome::Unknown),
+                renewed => Some(RenewOutcome::from_held(renewed == 1)),
+            };
+            (index, outcome)
+        })
+        .collect())
 }
 
 /// Deletes the lock `name` whoever holds it, with `script`; whether it existed.

@@ -18,6 +18,9 @@ pub(crate) static RELEASE: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/release.lua")));
 pub(crate) static RENEW: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/renew.lua")));
+/// Renewals of any slots one cluster node serves, in one script.
+pub(crate) static RENEW_ACROSS_SLOTS: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/renew_across_slots.lua")));
 /// Sent whole with `EVAL`, not by hash: it is the cleanup after a call of unknown outcome, and
 /// should apply in one request even when the script cache is empty.
 pub(crate) static ABANDON: LazyLock<LockScript> =
@@ -35,22 +38,27 @@ pub(crate) static FAST_RELEASE: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_release.lua")));
 pub(crate) static FAST_RENEW: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_renew.lua")));
+/// Renewals of any slots one cluster node serves, in one script.
+pub(crate) static FAST_RENEW_ACROSS_SLOTS: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_renew_across_slots.lua")));
 pub(crate) static FAST_FORCE_RELEASE: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_force_release.lua")));
 pub(crate) static FAST_INSPECT: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_inspect.lua")));
 
 /// Every script sent by hash, loaded on each new connection.
-pub(crate) fn preloaded() -> [&'static LockScript; 10] {
+pub(crate) fn preloaded() -> [&'static LockScript; 12] {
     [
         &ACQUIRE,
         &RELEASE,
         &RENEW,
+        &RENEW_ACROSS_SLOTS,
         &FORCE_RELEASE,
         &INSPECT,
         &FAST_ACQUIRE_FENCED,
         &FAST_RELEASE,
         &FAST_RENEW,
+        &FAST_RENEW_ACROSS_SLOTS,
         &FAST_FORCE_RELEASE,
         &FAST_INSPECT,
     ]
