@@ -330,6 +330,33 @@ mod tests {
         );
     }
 
+    /// 400 locks taken one after another over two renewal periods, renewed by a backend whose
+    /// calls take a millisecond, settle into a batch or two per period rather than a stream of
+    /// tiny batches (the renewals that entered the batching window while the previous batch was
+    /// out: 1,000 batches in the 10 periods when a batch starts as soon as one is within the
+    /// window).
+    #[tokio::test(start_paused = true)]
+    async fn locks_taken_over_a_stretch_renew_in_few_batches() {
+        let backend = MemoryBackend::new();
+        backend.set_renew_delay(Duration::from_millis(1));
+        let locker = Locker::new(backend.clone());
+        // Renewed every 100 ms, with 50 ms of batching slack.
+        let options = LockOptions::new().watchdog_lease(Duration::from_millis(300));
+        let mut guards = Vec::new();
+        for n in 0..400 {
+            let name = format!("stretch:{n}");
+            guards.push(locker.lock_with(&name, &options).await.unwrap().unwrap());
+            if n % 2 == 1 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        let before = backend.renew_calls();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let batches = backend.renew_calls() - before;
+        assert!(batches <= 20, "{batches} renewal batches in 10 periods");
+        assert!(guards.iter().all(|guard| !guard.is_lost()));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn renewals_keep_a_watchdog_lease_for_long() {
         let locker = Locker::new(MemoryBackend::new());

@@ -30,6 +30,16 @@ struct Tables {
 struct Store {
     tables: Mutex<Tables>,
     hub: ReleaseHub,
+    /// Tests of the watchdog: how long a renewal call takes, and how many were made.
+    #[cfg(test)]
+    renewing: RenewProbe,
+}
+
+#[cfg(test)]
+#[derive(Default)]
+struct RenewProbe {
+    delay: Mutex<std::time::Duration>,
+    calls: std::sync::atomic::AtomicUsize,
 }
 
 /// A lock store in process memory with the same semantics as the Redis backend: reentrant hold
@@ -86,6 +96,8 @@ impl MemoryBackend {
             store: Arc::new(Store {
                 tables: Mutex::new(Tables::default()),
                 hub: ReleaseHub::new(),
+                #[cfg(test)]
+                renewing: RenewProbe::default(),
             }),
         }
     }
@@ -104,6 +116,26 @@ impl MemoryBackend {
     pub fn has_lock(&self, name: &str) -> bool {
         let mut tables = self.tables();
         live(&mut tables.locks, name).is_some()
+    }
+
+    /// Makes every renewal call take `delay` (on tokio's clock), as a round trip would.
+    #[cfg(test)]
+    pub(crate) fn set_renew_delay(&self, delay: std::time::Duration) {
+        *self
+            .store
+            .renewing
+            .delay
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = delay;
+    }
+
+    /// How many renewal calls (batches) were made.
+    #[cfg(test)]
+    pub(crate) fn renew_calls(&self) -> usize {
+        self.store
+            .renewing
+            .calls
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn tables(&self) -> std::sync::MutexGuard<'_, Tables> {
@@ -189,6 +221,17 @@ impl LockBackend for MemoryBackend {
     }
 
     async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
+        #[cfg(test)]
+        {
+            let probe = &self.store.renewing;
+            probe
+                .calls
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let delay = *probe.delay.lock().unwrap_or_else(|e| e.into_inner());
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+        }
         let mut tables = self.tables();
         let now = Instant::now();
         Ok(renewals

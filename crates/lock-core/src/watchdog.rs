@@ -262,9 +262,12 @@ fn plan<B>(shared: &Shared<B>, epoch: u64) -> Next {
         return Next::SleepUntil(at);
     }
     registry.idle_since = None;
-    let mut batch = Vec::new();
-    let mut next_due: Option<Instant> = None;
-    registry.entries.retain(|&id, entry| {
+    // Dead entries go first; a batch is sent only once a renewal is due now (not merely within
+    // the slack): starting a batch as soon as anything came within the slack would, with the
+    // task replanning right after each batch, keep sending the few renewals that entered the
+    // window meanwhile, and locks taken over a stretch of time would renew in a stream of tiny
+    // batches forever. Waiting for the first due one lets the window gather half a period.
+    registry.entries.retain(|_, entry| {
         if now >= entry.valid_until {
             entry
                 .hold
@@ -272,36 +275,42 @@ fn plan<B>(shared: &Shared<B>, epoch: u64) -> Next {
                 .send_modify(|s| s.lost = Some(LeaseLoss::Expired));
             return false;
         }
-        let hold_lease = entry.hold.lease();
-        let mut lease = hold_lease;
-        if let Some(stop_at) = entry.stop_at {
-            // The hold-time cap: the last renewal only reaches up to the cap, then we let go.
-            let left = stop_at.saturating_duration_since(now);
-            if left < crate::options::MIN_LEASE {
-                return false;
-            }
-            lease = lease.min(left);
-        }
-        let slack = if entry.retrying {
-            Duration::ZERO
-        } else {
-            batching_slack(hold_lease)
-        };
-        if entry.due <= now + slack {
-            batch.push(Due {
-                id,
-                generation: entry.generation,
-                hold: entry.hold.clone(),
-                lease,
-                valid_until: entry.valid_until,
-            });
-            // Not due again until the batch reports back.
-            entry.due = entry.valid_until;
-        } else {
-            next_due = Some(next_due.map_or(entry.due, |at| at.min(entry.due)));
-        }
-        true
+        !entry.stop_at.is_some_and(|stop_at| {
+            stop_at.saturating_duration_since(now) < crate::options::MIN_LEASE
+        })
     });
+    let first_due = registry.entries.values().map(|entry| entry.due).min();
+    let mut batch = Vec::new();
+    let mut next_due: Option<Instant> = None;
+    if first_due.is_some_and(|due| due <= now) {
+        for (&id, entry) in registry.entries.iter_mut() {
+            let hold_lease = entry.hold.lease();
+            // The hold-time cap: the last renewal only reaches up to the cap, then we let go.
+            let lease = entry.stop_at.map_or(hold_lease, |stop_at| {
+                hold_lease.min(stop_at.saturating_duration_since(now))
+            });
+            let slack = if entry.retrying {
+                Duration::ZERO
+            } else {
+                batching_slack(hold_lease)
+            };
+            if entry.due <= now + slack {
+                batch.push(Due {
+                    id,
+                    generation: entry.generation,
+                    hold: entry.hold.clone(),
+                    lease,
+                    valid_until: entry.valid_until,
+                });
+                // Not due again until the batch reports back.
+                entry.due = entry.valid_until;
+            } else {
+                next_due = Some(next_due.map_or(entry.due, |at| at.min(entry.due)));
+            }
+        }
+    } else {
+        next_due = first_due;
+    }
     if !batch.is_empty() {
         // The task replans right after the batch, and sees new entries then.
         registry.next_wake = Some(now);
