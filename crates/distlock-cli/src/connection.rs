@@ -1,0 +1,102 @@
+//! Where the locks live, as every command takes it: one server (`--url`, or `DISTLOCK_URL`), a
+//! Redis Cluster (`--cluster`), or the primary of a Sentinel service (`--sentinel`,
+//! `--service`), with TLS files and timeouts.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use distlock::{Error, LockKind, Locker, RedisBackend, RedisBackendBuilder, RedisLocker};
+
+/// The connection flags shared by every command.
+#[derive(Debug, clap::Args)]
+pub struct ConnectionArgs {
+    /// The server: `redis://[user:password@]host:port[/db]`, or `rediss://…` for TLS.
+    #[arg(
+        long,
+        env = "DISTLOCK_URL",
+        default_value = "redis://127.0.0.1:6379/",
+        global = true
+    )]
+    url: String,
+    /// A Redis Cluster instead: URLs of some of its nodes, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        conflicts_with = "sentinel",
+        global = true
+    )]
+    cluster: Vec<String>,
+    /// A Sentinel service instead: the Sentinels' URLs, comma-separated (with `--service`).
+    #[arg(long, value_delimiter = ',', requires = "service", global = true)]
+    sentinel: Vec<String>,
+    /// The Sentinel service (its primary holds the locks).
+    #[arg(long, global = true)]
+    service: Option<String>,
+    /// TLS: the CA certificates (PEM) to trust instead of the system's web roots.
+    #[arg(long, value_name = "FILE", global = true)]
+    tls_ca: Option<PathBuf>,
+    /// TLS: this client's certificate chain (PEM), for servers that ask for one.
+    #[arg(long, value_name = "FILE", requires = "tls_key", global = true)]
+    tls_cert: Option<PathBuf>,
+    /// TLS: the private key (PEM) of `--tls-cert`.
+    #[arg(long, value_name = "FILE", requires = "tls_cert", global = true)]
+    tls_key: Option<PathBuf>,
+    /// The lock's layout: `reentrant` (Redisson's `RLock`, a hash) or `fast` (a string key).
+    #[arg(long, value_enum, default_value = "reentrant", global = true)]
+    kind: Kind,
+    /// How long one call to the server may take before it is given up.
+    #[arg(long, value_parser = humantime::parse_duration, global = true)]
+    command_timeout: Option<Duration>,
+}
+
+/// The lock kinds, by their command-line names.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Kind {
+    /// Redisson's `RLock` layout: a hash of owners and hold counts.
+    Reentrant,
+    /// A string key holding its owner (`SET NX PX`).
+    Fast,
+}
+
+impl ConnectionArgs {
+    /// A locker over the deployment these flags name.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidConfig` for a TLS file that cannot be read, else as the backend's `connect`.
+    pub async fn locker(&self) -> distlock::Result<RedisLocker> {
+        let mut builder = if !self.cluster.is_empty() {
+            RedisBackend::cluster_builder(self.cluster.iter().cloned())
+        } else if !self.sentinel.is_empty() {
+            let service = self.service.clone().unwrap_or_default();
+            RedisBackend::sentinel_builder(self.sentinel.iter().cloned(), service)
+        } else {
+            RedisBackend::builder(self.url.as_str())
+        };
+        builder = builder.lock_kind(match self.kind {
+            Kind::Reentrant => LockKind::Reentrant,
+            Kind::Fast => LockKind::Fast,
+        });
+        if let Some(timeout) = self.command_timeout {
+            builder = builder.command_timeout(timeout);
+        }
+        builder = self.with_tls(builder)?;
+        Ok(Locker::new(builder.connect().await?))
+    }
+
+    fn with_tls(&self, mut builder: RedisBackendBuilder) -> distlock::Result<RedisBackendBuilder> {
+        if let Some(ca) = &self.tls_ca {
+            builder = builder.tls_ca_pem(read(ca)?);
+        }
+        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+            builder = builder.tls_client_identity(read(cert)?, read(key)?);
+        }
+        Ok(builder)
+    }
+}
+
+fn read(path: &PathBuf) -> distlock::Result<Vec<u8>> {
+    std::fs::read(path).map_err(|error| Error::InvalidConfig {
+        reason: format!("cannot read {}: {error}", path.display()),
+    })
+}
