@@ -65,6 +65,15 @@ impl ConnectionArgs {
     ///
     /// `InvalidConfig` for a TLS file that cannot be read, else as the backend's `connect`.
     pub async fn locker(&self) -> distlock::Result<RedisLocker> {
+        self.locker_of(self.kind).await
+    }
+
+    /// A locker over the deployment these flags name, keeping locks of `kind`.
+    ///
+    /// # Errors
+    ///
+    /// As [`ConnectionArgs::locker`].
+    pub async fn locker_of(&self, kind: Kind) -> distlock::Result<RedisLocker> {
         let mut builder = if !self.cluster.is_empty() {
             RedisBackend::cluster_builder(self.cluster.iter().cloned())
         } else if !self.sentinel.is_empty() {
@@ -73,7 +82,7 @@ impl ConnectionArgs {
         } else {
             RedisBackend::builder(self.url.as_str())
         };
-        builder = builder.lock_kind(match self.kind {
+        builder = builder.lock_kind(match kind {
             Kind::Reentrant => LockKind::Reentrant,
             Kind::Fast => LockKind::Fast,
         });

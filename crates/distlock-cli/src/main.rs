@@ -9,6 +9,8 @@
 mod connection;
 mod exit;
 mod run;
+mod status;
+mod unlock;
 
 use std::process::ExitCode;
 
@@ -32,22 +34,41 @@ enum Commands {
     /// stopped), 69 the server could not be reached or refused a call, 126/127 the command
     /// could not be started, 2 bad arguments.
     Run(run::RunArgs),
+    /// Show who holds a lock, how long its lease has left, its fencing counter and its waiters.
+    Status(status::StatusArgs),
+    /// Show a lock live, again whenever it changes, until interrupted.
+    Watch(status::WatchArgs),
+    /// Release a lock whoever holds it (asks first on a terminal; `--yes` otherwise).
+    Unlock(unlock::UnlockArgs),
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let locker = match cli.connection.locker().await {
-        Ok(locker) => locker,
-        Err(error) => {
-            eprintln!("distlock: cannot connect: {error}");
-            return exit::code(match error {
-                distlock::Error::InvalidConfig { .. } => exit::USAGE,
-                _ => exit::BACKEND_ERROR,
-            });
-        }
-    };
+    let connection = &cli.connection;
     match cli.command {
-        Commands::Run(args) => run::run(locker, args).await,
+        Commands::Run(args) => match connection.locker().await {
+            Ok(locker) => run::run(locker, args).await,
+            Err(error) => cannot_connect(&error),
+        },
+        Commands::Status(args) => match connection.locker().await {
+            Ok(locker) => status::status(locker, args).await,
+            Err(error) => cannot_connect(&error),
+        },
+        Commands::Watch(args) => match connection.locker().await {
+            Ok(locker) => status::watch(locker, args).await,
+            Err(error) => cannot_connect(&error),
+        },
+        // It picks the lock kind from what the server holds.
+        Commands::Unlock(args) => unlock::unlock(connection, args).await,
     }
+}
+
+/// Says why connecting failed, and gives the exit code for it.
+fn cannot_connect(error: &distlock::Error) -> ExitCode {
+    eprintln!("distlock: cannot connect: {error}");
+    exit::code(match error {
+        distlock::Error::InvalidConfig { .. } => exit::USAGE,
+        _ => exit::BACKEND_ERROR,
+    })
 }

@@ -169,7 +169,7 @@ async fn acquire(
     };
     let acquired = tokio::select! {
         acquired = waiting => acquired,
-        () = progress => unreachable!("the progress line never ends"),
+        never = progress => match never {},
     };
     if started.elapsed() >= Duration::from_millis(500) {
         // Clear the progress line.

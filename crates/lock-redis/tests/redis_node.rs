@@ -555,3 +555,88 @@ async fn fencing_tokens_keep_rising_after_the_server_forgets_the_counter() {
     assert!(token > before, "{token} after {before}");
     assert_eq!(after.release().await.unwrap(), ReleaseOutcome::Released);
 }
+
+/// `describe` reads either kind's layout, the holders, the lease left, the fencing counter and
+/// the waiters subscribed to the release channel, in one step; a key of another type is named
+/// by its type; a bad name is refused before any I/O.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_reads_either_kind_and_its_waiters() {
+    use lock_redis::{Layout, LockKind};
+    let server = start();
+    let locker = locker(&server).await;
+    let backend = locker.backend().clone();
+    let free = backend.describe("describe:a").await.expect("describe");
+    assert_eq!(free.layout, Layout::Free);
+    assert!(free.holders.is_empty() && free.ttl.is_none() && free.fencing_counter.is_none());
+
+    let fenced = LockOptions::new().fencing(true);
+    let outer = locker
+        .lock_with("describe:a", &fenced)
+        .await
+        .expect("lock")
+        .expect("free");
+    let inner = locker.lock("describe:a").await.expect("re-enter");
+    let token = outer.fencing_token().expect("a token");
+    // Another task waits for it.
+    let other = Locker::new(backend.clone());
+    let waiter = tokio::spawn(async move {
+        let guard = other
+            .lock_with(
+                "describe:a",
+                &LockOptions::new().wait(Duration::from_secs(10)),
+            )
+            .await;
+        drop(guard);
+    });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let held = loop {
+        let held = backend.describe("describe:a").await.expect("describe");
+        if held.subscribers > 0 || Instant::now() > deadline {
+            break held;
+        }
+        sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(held.layout, Layout::Reentrant);
+    assert_eq!(held.holders, vec![(outer.owner_field().to_owned(), 2)]);
+    assert!(held.ttl.is_some_and(|ttl| ttl > Duration::from_secs(20)));
+    assert_eq!(held.fencing_counter, Some(token));
+    assert_eq!(held.subscribers, 1, "the waiting client");
+    assert_eq!(
+        inner.release().await.expect("release"),
+        ReleaseOutcome::StillHeld { hold_count: 1 }
+    );
+    assert_eq!(
+        outer.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    waiter.await.expect("the waiter");
+
+    let fast = Locker::new(
+        RedisBackend::builder(server.url())
+            .lock_kind(LockKind::Fast)
+            .connect()
+            .await
+            .expect("connect"),
+    );
+    let guard = fast.lock("describe:fast").await.expect("lock");
+    let described = backend.describe("describe:fast").await.expect("describe");
+    assert_eq!(described.layout, Layout::Fast);
+    assert_eq!(described.holders, vec![(guard.owner_field().to_owned(), 1)]);
+    assert_eq!(
+        guard.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+
+    let mut raw = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("raw");
+    let _: i64 = query(&mut raw, &["RPUSH", "describe:list", "x"]).await;
+    let other = backend.describe("describe:list").await.expect("describe");
+    assert_eq!(other.layout, Layout::Other("list".into()));
+    assert!(matches!(
+        backend.describe("").await,
+        Err(Error::InvalidName { .. })
+    ));
+}

@@ -13,7 +13,8 @@ use crate::backend::options::LockKind;
 use crate::call::Calls;
 use crate::connection::pubsub::Notifications;
 use crate::kind::fast::{self, NativeDelete};
-use crate::kind::reentrant;
+use crate::kind::{reentrant, scripted};
+use crate::wire::description::LockDescription;
 use crate::wire::keys;
 
 struct Inner {
@@ -88,6 +89,43 @@ impl RedisBackend {
     #[must_use]
     pub fn lock_kind(&self) -> LockKind {
         self.inner.kind
+    }
+
+    /// Everything the server holds for the lock `name`, in one atomic read, whichever lock
+    /// kind (if any) uses it: its layout, holders and hold counts, the time its lease has left,
+    /// its fencing counter, and how many clients are subscribed to its release channel (the
+    /// waiters of distlock and Redisson, on the node serving the name). For operators: it is
+    /// what `distlock status` shows.
+    ///
+    /// Needs, besides what locking needs, `+hgetall +get +pubsub|numsub +pubsub|shardnumsub`
+    /// on the name's keys and channel (see `docs/deployments.md` for the ACL rule).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](lock_core::Error::InvalidName) for a name the locks refuse, before any I/O;
+    /// else as any call: a timeout, a lost connection, `NotPermitted`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # async fn demo() -> lock_core::Result<()> {
+    /// use lock_redis::{Layout, RedisBackend};
+    ///
+    /// let backend = RedisBackend::connect("redis://127.0.0.1:6379/").await?;
+    /// let lock = backend.describe("orders:42").await?;
+    /// if lock.layout == Layout::Free {
+    ///     println!("free");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn describe(&self, name: &str) -> Result<LockDescription> {
+        keys::check_name(name)?;
+        scripted::describe(&self.inner.calls, name).await
     }
 }
 

@@ -8,9 +8,11 @@ use lock_core::{Error, LockState, RenewOutcome, Renewal, Result};
 use crate::call::Calls;
 use crate::connection::Reach;
 use crate::kind::replicated;
+use crate::wire::description::{DescribeReply, LockDescription, describe_reply};
 use crate::wire::keys;
 use crate::wire::lock_script::LockScript;
 use crate::wire::reply::{millis, ttl_from_pttl};
+use crate::wire::scripts::DESCRIBE;
 
 /// Renewals are sent in scripts of at most this many keys, so one huge batch never blocks the
 /// server for long; the chunks go out concurrently on the multiplexed connection.
@@ -207,6 +209,18 @@ pub(crate) async fn force_release(calls: &Calls, script: &LockScript, name: &str
         })
         .await?;
     Ok(existed == 1)
+}
+
+/// Everything the server holds for the lock `name`, whichever kind uses it, in one read.
+pub(crate) async fn describe(calls: &Calls, name: &str) -> Result<LockDescription> {
+    let token_key = keys::token_key(name);
+    let channel = keys::channel(name);
+    let reply: DescribeReply = calls
+        .run(name, &DESCRIBE, 2, calls.call_timeout(None), |command| {
+            command.arg(name).arg(&token_key).arg(&channel);
+        })
+        .await?;
+    describe_reply(reply)
 }
 
 /// Who holds the lock `name` and for how long, read with `script`.

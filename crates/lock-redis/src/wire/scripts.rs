@@ -30,6 +30,13 @@ pub(crate) static FORCE_RELEASE: LazyLock<LockScript> =
 pub(crate) static INSPECT: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/inspect.lua")));
 
+// Either kind, for operators.
+
+/// Everything about one lock name, whichever kind uses it (`RedisBackend::describe`). Not
+/// preloaded: it is rarely sent, and a `NOSCRIPT` sends it whole.
+pub(crate) static DESCRIBE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/describe.lua")));
+
 // The fast lock (a plain string key holding its owner): only what native commands cannot do.
 
 pub(crate) static FAST_ACQUIRE_FENCED: LazyLock<LockScript> =

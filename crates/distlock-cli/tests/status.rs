@@ -1,0 +1,134 @@
+//! `distlock status`, `watch` and `unlock --force` end to end, against a real server.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use lock_testkit::RedisServer;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+const DISTLOCK: &str = env!("CARGO_BIN_EXE_distlock");
+
+fn distlock(url: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(DISTLOCK);
+    command.env("DISTLOCK_URL", url).args(args);
+    command
+}
+
+fn output(url: &str, args: &[&str]) -> Output {
+    distlock(url, args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run distlock")
+}
+
+fn json(url: &str, name: &str) -> serde_json::Value {
+    let shown = output(url, &["status", name, "--json"]);
+    assert_eq!(shown.status.code(), Some(0), "{shown:?}");
+    serde_json::from_slice(&shown.stdout).expect("one JSON object")
+}
+
+fn wait_for(what: &str, condition: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `status` shows a free lock, then one held by a `distlock run` (its holder, lease, fencing
+/// counter and a second `run` waiting for it), as text and as JSON; `unlock --force` refuses
+/// without `--yes` when not on a terminal, releases with it, and the holder's command is
+/// stopped for its lost lease.
+#[test]
+fn status_and_forced_unlock() {
+    let server = RedisServer::start().expect("start a server");
+    let url = server.url();
+    let free = json(&url, "cli:status");
+    assert_eq!(free["state"], "free");
+    assert_eq!(free["holders"], serde_json::json!([]));
+
+    let mut holder = distlock(
+        &url,
+        &[
+            "run",
+            "cli:status",
+            "--lease",
+            "3s",
+            "--fencing-env",
+            "TOKEN",
+            "--",
+            "sleep",
+            "30",
+        ],
+    )
+    .spawn()
+    .expect("run the holder");
+    wait_for("the holder", || json(&url, "cli:status")["state"] == "held");
+    let mut waiter = distlock(&url, &["run", "cli:status", "--", "true"])
+        .spawn()
+        .expect("run a waiter");
+    wait_for("the waiter", || {
+        json(&url, "cli:status")["waiters"]["subscribed"] == 1
+    });
+    let held = json(&url, "cli:status");
+    assert_eq!(held["kind"], "reentrant");
+    assert_eq!(held["holders"][0]["holds"], 1);
+    assert!(held["ttl_ms"].as_u64().expect("a lease") > 1000);
+    assert!(held["fencing_counter"].as_u64().expect("a counter") > 0);
+    let text = output(&url, &["status", "cli:status"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.starts_with("cli:status: held (reentrant lock"),
+        "{text}"
+    );
+    assert!(text.contains("waiters subscribed 1 (pub/sub)"), "{text}");
+
+    // Not on a terminal and no --yes: refused, nothing changed.
+    let refused = output(&url, &["unlock", "--force", "cli:status"]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert_eq!(json(&url, "cli:status")["state"], "held");
+    // With --yes: released; the waiter gets it and ends, the holder loses its lease.
+    let released = output(&url, &["unlock", "--force", "--yes", "cli:status"]);
+    assert_eq!(released.status.code(), Some(0), "{released:?}");
+    assert_eq!(waiter.wait().expect("the waiter ends").code(), Some(0));
+    assert_eq!(holder.wait().expect("the holder ends").code(), Some(70));
+    assert_eq!(json(&url, "cli:status")["state"], "free");
+    // Not a lock: left alone.
+    let mut connection = server.client().get_connection().expect("connect");
+    redis::cmd("RPUSH")
+        .arg("cli:list")
+        .arg("x")
+        .query::<()>(&mut connection)
+        .expect("RPUSH");
+    assert_eq!(json(&url, "cli:list")["state"], "other");
+    let not_a_lock = output(&url, &["unlock", "--force", "--yes", "cli:list"]);
+    assert_eq!(not_a_lock.status.code(), Some(2), "{not_a_lock:?}");
+}
+
+/// `watch --json` prints the lock again when it changes (free, held, free) and ends with 0 on
+/// SIGINT.
+#[test]
+fn watch_prints_changes() {
+    let server = RedisServer::start().expect("start a server");
+    let url = server.url();
+    let mut watch = distlock(&url, &["watch", "cli:watch", "--json", "--every", "20ms"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run watch");
+    let mut lines = BufReader::new(watch.stdout.take().expect("stdout")).lines();
+    let mut next_state = || {
+        let line = lines.next().expect("a line").expect("a line");
+        let value: serde_json::Value = serde_json::from_str(&line).expect("JSON");
+        value["state"].as_str().expect("a state").to_owned()
+    };
+    assert_eq!(next_state(), "free");
+    let ran = output(&url, &["run", "cli:watch", "--", "sleep", "0.3"]);
+    assert_eq!(ran.status.code(), Some(0));
+    assert_eq!(next_state(), "held");
+    assert_eq!(next_state(), "free");
+    let pid = i32::try_from(watch.id()).expect("a pid");
+    kill(Pid::from_raw(pid), Signal::SIGINT).expect("SIGINT");
+    assert_eq!(watch.wait().expect("watch ends").code(), Some(0));
+}
