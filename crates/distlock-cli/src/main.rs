@@ -8,6 +8,7 @@
 
 mod connection;
 mod exit;
+mod list;
 mod run;
 mod status;
 mod unlock;
@@ -36,6 +37,8 @@ enum Commands {
     Run(run::RunArgs),
     /// Show who holds a lock, how long its lease has left, its fencing counter and its waiters.
     Status(status::StatusArgs),
+    /// List the locks whose names match a glob (SCAN on every primary, never KEYS).
+    List(list::ListArgs),
     /// Show a lock live, again whenever it changes, until interrupted.
     Watch(status::WatchArgs),
     /// Release a lock whoever holds it (asks first on a terminal; `--yes` otherwise).
@@ -53,6 +56,10 @@ async fn main() -> ExitCode {
         },
         Commands::Status(args) => match connection.locker().await {
             Ok(locker) => status::status(locker, args).await,
+            Err(error) => cannot_connect(&error),
+        },
+        Commands::List(args) => match connection.locker().await {
+            Ok(locker) => list::list(locker, args).await,
             Err(error) => cannot_connect(&error),
         },
         Commands::Watch(args) => match connection.locker().await {

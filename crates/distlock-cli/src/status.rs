@@ -85,7 +85,8 @@ pub async fn watch(locker: RedisLocker, args: WatchArgs) -> ExitCode {
     }
 }
 
-fn kind_name(layout: &Layout) -> Option<&'static str> {
+/// The lock kind's command-line name, for a lock.
+pub fn kind_name(layout: &Layout) -> Option<&'static str> {
     match layout {
         Layout::Reentrant => Some("reentrant"),
         Layout::Fast => Some("fast"),

@@ -132,3 +132,54 @@ fn watch_prints_changes() {
     kill(Pid::from_raw(pid), Signal::SIGINT).expect("SIGINT");
     assert_eq!(watch.wait().expect("watch ends").code(), Some(0));
 }
+
+/// `list` finds the locks matching a glob (held by `distlock run`s), not other keys, as text
+/// and JSON, and says when its limit cut the walk short.
+#[test]
+fn list_finds_the_held_locks() {
+    let server = RedisServer::start().expect("start a server");
+    let url = server.url();
+    let mut holders: Vec<_> = ["cli:list:a", "cli:list:b"]
+        .iter()
+        .map(|name| {
+            distlock(&url, &["run", name, "--", "sleep", "30"])
+                .spawn()
+                .expect("run a holder")
+        })
+        .collect();
+    let mut connection = server.client().get_connection().expect("connect");
+    redis::cmd("SET")
+        .arg("cli:list:data")
+        .arg("x")
+        .query::<()>(&mut connection)
+        .expect("SET");
+    let listed = || {
+        let shown = output(&url, &["list", "cli:list:*", "--json"]);
+        assert_eq!(shown.status.code(), Some(0), "{shown:?}");
+        serde_json::from_slice::<serde_json::Value>(&shown.stdout).expect("JSON")
+    };
+    wait_for("both holders", || {
+        listed()["locks"]
+            .as_array()
+            .is_some_and(|locks| locks.len() == 2)
+    });
+    let list = listed();
+    assert_eq!(list["complete"], true);
+    assert_eq!(list["locks"][0]["name"], "cli:list:a");
+    assert_eq!(list["locks"][1]["name"], "cli:list:b");
+    let text = output(&url, &["list", "cli:list:*"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(text.starts_with("cli:list:a\treentrant\t"), "{text}");
+    let cut = output(&url, &["list", "--limit", "1"]);
+    assert!(
+        String::from_utf8_lossy(&cut.stderr).contains("--limit"),
+        "{cut:?}"
+    );
+    for holder in &mut holders {
+        let pid = i32::try_from(holder.id()).expect("a pid");
+        kill(Pid::from_raw(pid), Signal::SIGTERM).expect("SIGTERM");
+        let _ = holder.wait();
+    }
+    assert_eq!(listed()["locks"], serde_json::json!([]));
+}

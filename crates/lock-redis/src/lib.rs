@@ -65,6 +65,6 @@ pub use backend::options::{
     NotificationMode, ShardedPubSub,
 };
 pub use backend::redis_backend::RedisBackend;
-pub use wire::description::{Layout, LockDescription};
+pub use wire::description::{Layout, LockDescription, LockList};
 pub use wire::keys;
 pub use wire::replication::{ReplicaAck, Shortfall};

@@ -205,6 +205,13 @@ async fn renewals_go_one_script_per_primary(cluster: &mut RedisCluster, kind: Lo
     }
     let slots: std::collections::BTreeSet<u16> =
         names.iter().map(|name| keys::slot(name)).collect();
+    // Listed from every primary.
+    let listed = locker
+        .backend()
+        .list_locks(&format!("cluster-renew:{kind:?}:*"), 1000)
+        .await
+        .expect("list the locks");
+    assert_eq!(listed.locks.len(), LOCKS);
     // Renewals every 0.5 s: some 4 rounds in 2 s, each at most two batches (the watchdog
     // groups leases by when they fall due) of one script per primary: at most 3 × 2 × 5. One
     // script per slot would be some 4 × 48.

@@ -640,3 +640,57 @@ async fn describe_reads_either_kind_and_its_waiters() {
         Err(Error::InvalidName { .. })
     ));
 }
+
+/// `list_locks` walks the keys with `SCAN` and keeps the locks of either kind: not other keys,
+/// hashes not shaped like a lock, or fencing counters; a limit reached says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_locks_finds_either_kind() {
+    use lock_redis::LockKind;
+    let server = start();
+    let locker = locker(&server).await;
+    let backend = locker.backend().clone();
+    let fast = Locker::new(
+        RedisBackend::builder(server.url())
+            .lock_kind(LockKind::Fast)
+            .connect()
+            .await
+            .expect("connect"),
+    );
+    let reentrant = locker
+        .lock_with("list:a", &LockOptions::new().fencing(true))
+        .await
+        .expect("lock")
+        .expect("free");
+    let quick = fast.lock("list:b").await.expect("lock");
+    let mut raw = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("raw");
+    let _: i64 = query(&mut raw, &["RPUSH", "list:c", "x"]).await;
+    let _: i64 = query(&mut raw, &["HSET", "list:d", "name", "1"]).await;
+    let _: () = query(&mut raw, &["SET", "list:e", "hello"]).await;
+
+    let list = backend.list_locks("*", 1000).await.expect("list");
+    let names: Vec<&str> = list.locks.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["list:a", "list:b"]);
+    assert!(list.complete);
+    assert_eq!(list.locks[0].1.holders[0].0, reentrant.owner_field());
+    assert_eq!(list.locks[1].1.holders[0].0, quick.owner_field());
+    let some = backend.list_locks("list:*", 2).await.expect("list");
+    assert!(!some.complete, "more keys than the limit");
+    assert!(matches!(
+        backend.list_locks("*", 0).await,
+        Err(Error::InvalidOptions { .. })
+    ));
+    assert_eq!(
+        reentrant.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        quick.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    let none = backend.list_locks("list:*", 1000).await.expect("list");
+    assert!(none.locks.is_empty());
+}

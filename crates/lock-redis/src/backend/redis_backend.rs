@@ -14,7 +14,7 @@ use crate::call::Calls;
 use crate::connection::pubsub::Notifications;
 use crate::kind::fast::{self, NativeDelete};
 use crate::kind::{reentrant, scripted};
-use crate::wire::description::LockDescription;
+use crate::wire::description::{Layout, LockDescription, LockList};
 use crate::wire::keys;
 
 struct Inner {
@@ -126,6 +126,59 @@ impl RedisBackend {
     pub async fn describe(&self, name: &str) -> Result<LockDescription> {
         keys::check_name(name)?;
         scripted::describe(&self.inner.calls, name).await
+    }
+
+    /// The locks, of either kind, whose names match `pattern` (a `SCAN MATCH` glob: `*`, `?`,
+    /// `[…]`, `\` escapes), each with what [`describe`](Self::describe) reads for it. The
+    /// keys are walked with `SCAN` on every primary (never `KEYS`, which would block the
+    /// server), at most about `limit` of them; keys that are not locks (fencing counters, other
+    /// data, a hash or string not shaped like a lock) are left out. A lock taken or released
+    /// during the walk may be missing or listed as free: the walk is not one atomic read.
+    ///
+    /// Needs `+scan` besides what [`describe`](Self::describe) needs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOptions`](lock_core::Error::InvalidOptions) for an empty pattern or a
+    /// `limit` of 0, before any I/O; else as any call.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # async fn demo() -> lock_core::Result<()> {
+    /// let backend = lock_redis::RedisBackend::connect("redis://127.0.0.1:6379/").await?;
+    /// let list = backend.list_locks("orders:*", 1000).await?;
+    /// for (name, lock) in &list.locks {
+    ///     println!("{name}: {} holder(s)", lock.holders.len());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn list_locks(&self, pattern: &str, limit: usize) -> Result<LockList> {
+        if pattern.is_empty() || limit == 0 {
+            return Err(lock_core::Error::InvalidOptions {
+                reason: "list_locks needs a pattern and a limit of at least 1".into(),
+            });
+        }
+        let calls = &self.inner.calls;
+        let names = calls.scan(pattern, limit).await?;
+        let complete = names.len() < limit;
+        let mut locks = Vec::new();
+        let counters = format!("{}:", keys::TOKEN_PREFIX);
+        for name in names {
+            if name.starts_with(&counters) || keys::check_name(&name).is_err() {
+                continue;
+            }
+            let lock = scripted::describe(calls, &name).await?;
+            if matches!(lock.layout, Layout::Reentrant | Layout::Fast) {
+                locks.push((name, lock));
+            }
+        }
+        Ok(LockList { locks, complete })
     }
 }
 

@@ -315,6 +315,26 @@ impl Calls {
     }
 
     /// The current link, waiting (until `deadline`) for a replacement if one is being made.
+    /// The keys matching `pattern` on every primary (see [`Connection::scan`]), at most about
+    /// `limit`; each `SCAN` step within the command timeout.
+    ///
+    /// # Errors
+    ///
+    /// As any call: a timeout, a lost connection, a refusal.
+    pub(crate) async fn scan(
+        &self,
+        pattern: &str,
+        limit: usize,
+    ) -> Result<std::collections::BTreeSet<String>> {
+        let timeout = self.command_timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let link = self.link_by(deadline, timeout).await?;
+        self.connection
+            .scan(&link, pattern, limit, timeout)
+            .await
+            .map_err(|error| map_error(&error, timeout))
+    }
+
     async fn link_by(&self, deadline: tokio::time::Instant, timeout: Duration) -> Result<Link> {
         let connection = &self.connection;
         let link = match connection.ready() {

@@ -359,6 +359,45 @@ impl Cluster {
         }
     }
 
+    /// Adds the keys matching `pattern` on every primary (as `CLUSTER SLOTS` names them) to
+    /// `into`, walked with `SCAN` node by node (each step within `step_timeout`), until `into`
+    /// holds `limit` keys.
+    ///
+    /// # Errors
+    ///
+    /// A transport or server error, or slot owners that cannot be read.
+    pub(crate) async fn scan(
+        &self,
+        link: &Arc<Link>,
+        pattern: &str,
+        limit: usize,
+        step_timeout: Duration,
+        into: &mut std::collections::BTreeSet<String>,
+    ) -> RedisResult<()> {
+        let owners = self.slot_owners(link).await.ok_or_else(|| {
+            RedisError::from((
+                ErrorKind::Io,
+                "could not read which primaries serve the slots",
+            ))
+        })?;
+        for (host, port) in owners.primaries() {
+            let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                host: host.clone(),
+                port: *port,
+            });
+            let send = |step: Cmd| {
+                let mut connection = link.connection.clone();
+                let routing = routing.clone();
+                async move { connection.route_command(step, routing).await }
+            };
+            super::scan::scan_node(send, pattern, limit, step_timeout, into).await?;
+            if into.len() >= limit {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Reports that the copy of the slot owners may be out of date.
     pub(crate) fn slot_owners_stale(&self) {
         self.shared.owners_stale.store(true, Ordering::Release);

@@ -7,6 +7,7 @@ pub(crate) mod alignment;
 pub(crate) mod cluster;
 pub(crate) mod deferred;
 pub(crate) mod pubsub;
+pub(crate) mod scan;
 #[cfg(feature = "sentinel")]
 pub(crate) mod sentinel_watch;
 #[cfg(feature = "cluster")]
@@ -310,6 +311,44 @@ impl Connection {
                 "a link of another connection kind",
             ))),
         }
+    }
+
+    /// The keys matching `pattern` on every primary, walked with `SCAN` (each step within
+    /// `step_timeout`), sorted, at most about `limit` of them (a node's last step may go past
+    /// it).
+    ///
+    /// # Errors
+    ///
+    /// The first transport or server error (a refused `SCAN`, a cluster whose slot owners
+    /// cannot be read).
+    pub(crate) async fn scan(
+        &self,
+        link: &Link,
+        pattern: &str,
+        limit: usize,
+        step_timeout: Duration,
+    ) -> RedisResult<std::collections::BTreeSet<String>> {
+        let mut keys = std::collections::BTreeSet::new();
+        match (self, link) {
+            (Connection::Standalone(standalone), Link::Standalone(link)) => {
+                let send = |step: Cmd| async move { standalone.ask(link, &step).await };
+                scan::scan_node(send, pattern, limit, step_timeout, &mut keys).await?;
+            }
+            #[cfg(feature = "cluster")]
+            (Connection::Cluster(cluster), Link::Cluster(link)) => {
+                cluster
+                    .scan(link, pattern, limit, step_timeout, &mut keys)
+                    .await?;
+            }
+            #[cfg(feature = "cluster")]
+            _ => {
+                return Err(redis::RedisError::from((
+                    redis::ErrorKind::Client,
+                    "a link of another connection kind",
+                )));
+            }
+        }
+        Ok(keys)
     }
 
     /// Keeps `request` for the next link when there is none right now, to run before anything

@@ -17,7 +17,8 @@ const SLOTS: usize = 16_384;
 /// The primary serving each slot, as a small number naming the node.
 pub(crate) struct SlotOwners {
     owner: Box<[u16]>,
-    nodes: usize,
+    /// Each node's address (`host`, `port`), by its number.
+    addresses: Vec<(String, u16)>,
 }
 
 impl SlotOwners {
@@ -26,17 +27,18 @@ impl SlotOwners {
     pub(crate) fn from_cluster_slots(reply: &Value) -> SlotOwners {
         let mut owner = vec![UNKNOWN; SLOTS].into_boxed_slice();
         let mut nodes: Vec<String> = Vec::new();
+        let mut addresses = Vec::new();
         let Value::Array(ranges) = reply else {
-            return SlotOwners { owner, nodes: 0 };
+            return SlotOwners { owner, addresses };
         };
         for range in ranges {
             let Value::Array(fields) = range else {
                 continue;
             };
-            let (Some(start), Some(end), Some(primary)) = (
+            let (Some(start), Some(end), Some((primary, host_port))) = (
                 fields.first().and_then(integer),
                 fields.get(1).and_then(integer),
-                fields.get(2).and_then(address),
+                fields.get(2).and_then(node),
             ) else {
                 continue;
             };
@@ -44,6 +46,7 @@ impl SlotOwners {
                 Some(index) => index,
                 None => {
                     nodes.push(primary);
+                    addresses.push(host_port);
                     nodes.len() - 1
                 }
             };
@@ -57,10 +60,7 @@ impl SlotOwners {
                 owner[start..=end].fill(index);
             }
         }
-        SlotOwners {
-            owner,
-            nodes: nodes.len(),
-        }
+        SlotOwners { owner, addresses }
     }
 
     /// The node serving `slot`, if known: a number below [`SlotOwners::nodes`].
@@ -73,7 +73,12 @@ impl SlotOwners {
 
     /// How many primaries serve slots.
     pub(crate) fn nodes(&self) -> usize {
-        self.nodes
+        self.addresses.len()
+    }
+
+    /// The primaries' addresses (`host`, `port`), by node number.
+    pub(crate) fn primaries(&self) -> &[(String, u16)] {
+        &self.addresses
     }
 }
 
@@ -84,9 +89,9 @@ fn integer(value: &Value) -> Option<i64> {
     }
 }
 
-/// A node entry `[host, port, id, …]` as one string naming the node: its id when given (a
-/// node keeps it across address changes), else `host:port`.
-fn address(value: &Value) -> Option<String> {
+/// A node entry `[host, port, id, …]`: one string naming the node (its id when given: a node
+/// keeps it across address changes; else `host:port`), and its address.
+fn node(value: &Value) -> Option<(String, (String, u16))> {
     let Value::Array(fields) = value else {
         return None;
     };
@@ -95,16 +100,13 @@ fn address(value: &Value) -> Option<String> {
         Value::SimpleString(text) => Some(text.clone()),
         _ => None,
     };
-    if let Some(id) = fields.get(2).and_then(text)
-        && !id.is_empty()
-    {
-        return Some(id);
-    }
-    Some(format!(
-        "{}:{}",
-        text(fields.first()?)?,
-        integer(fields.get(1)?)?
-    ))
+    let host = text(fields.first()?)?;
+    let port = u16::try_from(integer(fields.get(1)?)?).ok()?;
+    let name = match fields.get(2).and_then(text) {
+        Some(id) if !id.is_empty() => id,
+        _ => format!("{host}:{port}"),
+    };
+    Some((name, (host, port)))
 }
 
 #[cfg(test)]
@@ -141,6 +143,7 @@ mod tests {
         ]);
         let owners = SlotOwners::from_cluster_slots(&reply);
         assert_eq!(owners.nodes(), 3);
+        assert_eq!(owners.primaries()[0], ("127.0.0.1".to_owned(), 7000));
         assert_eq!(owners.node_of(0), owners.node_of(16383));
         assert_eq!(owners.node_of(0), owners.node_of(5460));
         assert_ne!(owners.node_of(5460), owners.node_of(5461));

@@ -18,8 +18,21 @@ pub enum Layout {
     Reentrant,
     /// A string holding its owner: the fast lock ([`crate::LockKind::Fast`]).
     Fast,
-    /// A key of another type (its `TYPE`): not a lock of either kind.
+    /// A key of another type (its `TYPE`), or a hash or string whose content does not have the
+    /// shape of a lock (owner fields `<client id>:<holder number>`, positive hold counts): not
+    /// a lock of either kind.
     Other(String),
+}
+
+/// The locks whose names match a pattern, as [`RedisBackend::list_locks`](crate::RedisBackend::list_locks)
+/// found them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockList {
+    /// Each lock's name and what the server holds for it, sorted by name.
+    pub locks: Vec<(String, LockDescription)>,
+    /// Whether every key matching the pattern was looked at (`false`: the limit was reached).
+    pub complete: bool,
 }
 
 /// One lock name as the server holds it, read in one step by
@@ -65,26 +78,20 @@ pub(crate) type DescribeReply = (String, Vec<String>, i64, String, u64, u64);
 ///
 /// # Errors
 ///
-/// [`Error::Protocol`] for a hold count or counter that is not a number.
+/// [`Error::Protocol`] for a fencing counter that is not a number.
 pub(crate) fn describe_reply(reply: DescribeReply) -> Result<LockDescription> {
     let (kind, content, pttl, counter, subscribers, sharded_subscribers) = reply;
     let (layout, mut holders) = match kind.as_str() {
         "none" => (Layout::Free, Vec::new()),
-        "hash" => {
-            let mut holders = Vec::with_capacity(content.len() / 2);
-            for pair in content.chunks_exact(2) {
-                let holds = pair[1].parse().map_err(|_| {
-                    Error::Protocol(format!("hold count {:?} is not a number", pair[1]))
-                })?;
-                holders.push((pair[0].clone(), holds));
-            }
-            (Layout::Reentrant, holders)
-        }
-        "string" => (
+        "hash" => match hold_counts(&content) {
+            Some(holders) => (Layout::Reentrant, holders),
+            None => (Layout::Other(kind), Vec::new()),
+        },
+        "string" if content.iter().all(|owner| is_owner_field(owner)) => (
             Layout::Fast,
             content.into_iter().map(|owner| (owner, 1)).collect(),
         ),
-        other => (Layout::Other(other.to_owned()), Vec::new()),
+        _ => (Layout::Other(kind), Vec::new()),
     };
     holders.sort();
     let fencing_counter =
@@ -106,6 +113,26 @@ pub(crate) fn describe_reply(reply: DescribeReply) -> Result<LockDescription> {
         fencing_counter,
         subscribers,
         sharded_subscribers,
+    })
+}
+
+/// The holders of a lock hash `[field, count, …]`, if every field is an owner field and every
+/// count a positive number.
+fn hold_counts(content: &[String]) -> Option<Vec<(String, u32)>> {
+    content
+        .chunks_exact(2)
+        .map(|pair| {
+            let holds: u32 = pair[1].parse().ok().filter(|&holds| holds > 0)?;
+            is_owner_field(&pair[0]).then(|| (pair[0].clone(), holds))
+        })
+        .collect()
+}
+
+/// Whether `field` has the shape of an owner field: `<client id>:<holder number>` (distlock's
+/// and Redisson's).
+fn is_owner_field(field: &str) -> bool {
+    field.rsplit_once(':').is_some_and(|(client, holder)| {
+        !client.is_empty() && !holder.is_empty() && holder.bytes().all(|b| b.is_ascii_digit())
     })
 }
 
@@ -140,8 +167,22 @@ mod tests {
     }
 
     #[test]
-    fn refuses_what_is_not_a_number() {
-        assert!(describe_reply(reply("hash", &["a:1", "x"], 10, "")).is_err());
+    fn keys_not_shaped_like_locks_are_other() {
+        for (kind, content) in [
+            ("hash", &["a:1", "x"][..]),
+            ("hash", &["a:1", "0"]),
+            ("hash", &["name", "1"]),
+            ("string", &["hello"]),
+            ("string", &["a:b"]),
+        ] {
+            let other = describe_reply(reply(kind, content, 10, "")).unwrap();
+            assert_eq!(
+                other.layout,
+                Layout::Other(kind.into()),
+                "{kind} {content:?}"
+            );
+            assert!(other.holders.is_empty());
+        }
         assert!(describe_reply(reply("hash", &[], 10, "seven")).is_err());
     }
 }
