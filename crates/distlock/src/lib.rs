@@ -130,6 +130,9 @@
 //! complete, commented backend, and the `lock-testkit` crate's conformance suite checks any
 //! backend against the behaviour described here.
 
+// On docs.rs (`--cfg docsrs`, nightly) every item that needs a cargo feature gets a badge naming
+// it; `doc_cfg` adds them from the `#[cfg]`s alone. Other builds never see the nightly feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // The crate docs link to the Redis, MultiLock and RedLock items, which only exist with their
 // features.
 #![cfg_attr(
@@ -364,3 +367,11 @@ async fn connect_composite<P: lock_multi::Quorum + Default>(
         .collect();
     lock_multi::Composite::<P>::new(nodes).map(Locker::new)
 }
+
+// The README's Rust blocks are compiled as doctests of this crate (each is `no_run`: they need a
+// server). The crate's README.md is a link to the workspace README, and the packaged crate holds
+// a copy of it at the same place, so the path works in both. The blocks use the `redis` and
+// `redlock` features, hence the gate (`cargo test -p distlock --doc --all-features` runs them).
+#[cfg(all(doctest, feature = "redis", feature = "redlock"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

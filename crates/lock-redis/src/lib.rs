@@ -53,6 +53,10 @@
 //! # }
 //! ```
 
+// On docs.rs (`--cfg docsrs`, nightly) every item that needs a cargo feature gets a badge naming
+// it; `doc_cfg` adds them from the `#[cfg]`s alone. Other builds never see the nightly feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod backend;
 mod call;
 mod connection;

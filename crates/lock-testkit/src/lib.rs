@@ -27,6 +27,10 @@
 //!   no overlap, no lost update, no fence rejection, enough faults and acquisitions, and
 //!   nothing left on the servers.
 
+// On docs.rs (`--cfg docsrs`, nightly) every item that needs a cargo feature gets a badge naming
+// it; `doc_cfg` adds them from the `#[cfg]`s alone. Other builds never see the nightly feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod cluster;
 pub mod conformance;
 pub mod history;
