@@ -45,6 +45,8 @@ const SHARDED: &str =
 const SENTINEL_NODES: &str = "a Sentinel service's data nodes";
 const SENTINELS: &str = "on each Sentinel, a user of their own (in the Sentinels' URLs)";
 const SELECT: &str = "a database other than 0 in the URL (redis://…/2)";
+const OPERATORS: &str =
+    "reading locks for operators: RedisBackend::describe and list_locks (distlock status, list)";
 
 /// The `ACL SETUSER` lines of the document's ACL section: the comment above each, the user, the
 /// rules.
@@ -1113,6 +1115,7 @@ fn every_documented_line_is_tested() {
         SELECT,
         SENTINEL_NODES,
         SENTINELS,
+        OPERATORS,
     ];
     let untested = ["the fast lock's own compare-and-delete on Redis 8.4 (optional)"];
     let mut documented: Vec<String> = documented().into_iter().map(|(text, _, _)| text).collect();
@@ -1124,4 +1127,47 @@ fn every_documented_line_is_tested() {
         .collect();
     known.sort();
     assert_eq!(documented, known);
+}
+
+/// The operators' line: with it (and the line every lock needs) `describe` and `list_locks`
+/// read a held lock and its fencing counter; without any one of its grants, one of them is
+/// refused with `NotPermitted`.
+#[test]
+fn operators_read_locks_with_exactly_their_line() {
+    run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        // A reentrant lock with a fencing counter, written as a holder would.
+        admin::<()>(&server, &["HSET", "orders:1", "c0ffee:7", "2"]);
+        admin::<()>(&server, &["PEXPIRE", "orders:1", "30000"]);
+        admin::<()>(&server, &["SET", "redisson_lock_token:{orders:1}", "41"]);
+        let read = |user: &'static str| {
+            let url = url_as(&server, user);
+            async move {
+                let backend = RedisBackend::connect(url.as_str()).await?;
+                let lock = backend.describe("orders:1").await?;
+                let list = backend.list_locks("orders:*", 100).await?;
+                Ok::<_, Error>((lock, list))
+            }
+        };
+        set_user(&server, "reader", &rules(&[EVERY_LOCK, OPERATORS]));
+        let (lock, list) = read("reader")
+            .await
+            .expect("read with the documented lines");
+        assert_eq!(lock.holders, vec![("c0ffee:7".to_owned(), 2)]);
+        assert_eq!(lock.fencing_counter, Some(41));
+        assert_eq!(list.locks.len(), 1);
+        for grant in grants(&[OPERATORS]) {
+            set_user(
+                &server,
+                "lacking",
+                &without(&rules(&[EVERY_LOCK, OPERATORS]), &grant),
+            );
+            let refused = read("lacking").await;
+            assert!(
+                matches!(refused, Err(Error::NotPermitted(_))),
+                "without {grant}: {refused:?}"
+            );
+            admin::<()>(&server, &["ACL", "DELUSER", "lacking"]);
+        }
+    });
 }

@@ -98,7 +98,8 @@ impl RedisBackend {
     /// what `distlock status` shows.
     ///
     /// Needs, besides what locking needs, `+hgetall +get +pubsub|numsub +pubsub|shardnumsub`
-    /// on the name's keys and channel (see `docs/deployments.md` for the ACL rule).
+    /// and the fencing counter's key (the "reading locks for operators" line of the ACL rule in
+    /// `docs/deployments.md`).
     ///
     /// # Errors
     ///
@@ -135,7 +136,7 @@ impl RedisBackend {
     /// data, a hash or string not shaped like a lock) are left out. A lock taken or released
     /// during the walk may be missing or listed as free: the walk is not one atomic read.
     ///
-    /// Needs `+scan` besides what [`describe`](Self::describe) needs.
+    /// Needs `+scan` besides what [`describe`](Self::describe) needs (the same ACL line).
     ///
     /// # Errors
     ///
