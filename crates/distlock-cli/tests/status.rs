@@ -183,3 +183,58 @@ fn list_finds_the_held_locks() {
     }
     assert_eq!(listed()["locks"], serde_json::json!([]));
 }
+
+/// On a Redis Cluster (`--cluster`): `run` holds a lock, `status` reads it from its slot's
+/// primary, `list` finds locks on every primary.
+#[test]
+fn on_a_cluster() {
+    let cluster = lock_testkit::RedisCluster::start(3, 0).expect("start a cluster");
+    let seeds = cluster.urls().join(",");
+    let names = [
+        "cli:cluster:a",
+        "cli:cluster:b",
+        "cli:cluster:c",
+        "cli:cluster:d",
+    ];
+    let mut holders: Vec<_> = names
+        .iter()
+        .map(|name| {
+            Command::new(DISTLOCK)
+                .args(["--cluster", &seeds, "run", name, "--", "sleep", "30"])
+                .spawn()
+                .expect("run a holder")
+        })
+        .collect();
+    let shown = |args: &[&str]| {
+        let mut all = vec!["--cluster", seeds.as_str()];
+        all.extend_from_slice(args);
+        let shown = Command::new(DISTLOCK)
+            .args(&all)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run distlock");
+        assert_eq!(shown.status.code(), Some(0), "{shown:?}");
+        serde_json::from_slice::<serde_json::Value>(&shown.stdout).expect("JSON")
+    };
+    wait_for("every holder", || {
+        shown(&["list", "cli:cluster:*", "--json"])["locks"]
+            .as_array()
+            .is_some_and(|locks| locks.len() == names.len())
+    });
+    let slots: std::collections::BTreeSet<u16> = names
+        .iter()
+        .map(|name| distlock::redis::keys::slot(name))
+        .collect();
+    assert!(slots.len() > 1, "the names live in several slots");
+    let status = shown(&["status", "cli:cluster:c", "--json"]);
+    assert_eq!(status["state"], "held");
+    for holder in &mut holders {
+        let pid = i32::try_from(holder.id()).expect("a pid");
+        kill(Pid::from_raw(pid), Signal::SIGTERM).expect("SIGTERM");
+        let _ = holder.wait();
+    }
+    assert_eq!(
+        shown(&["list", "cli:cluster:*", "--json"])["locks"],
+        serde_json::json!([])
+    );
+}
