@@ -5,12 +5,15 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use tracing::Instrument;
+
 use crate::backend::{LockBackend, ReleaseOutcome, RenewOutcome};
 use crate::error::{Error, Result};
 use crate::hold::{Hold, LeaseLoss};
 use crate::options::check_lease;
 use crate::owner::Owner;
 use crate::shared::LockerShared;
+use crate::telemetry;
 
 /// A held lock. Give it back with [`LockGuard::release`]; dropping it releases too, in the
 /// background.
@@ -172,9 +175,7 @@ impl<B: LockBackend> LockGuard<B> {
                 }
                 () = tokio::time::sleep_until(now.valid_until) => {
                     if status.borrow().valid_until <= now.valid_until {
-                        self.hold.status().send_modify(|s| {
-                            s.lost.get_or_insert(LeaseLoss::Expired);
-                        });
+                        self.hold.mark_lost(LeaseLoss::Expired);
                     }
                 }
             }
@@ -213,9 +214,7 @@ impl<B: LockBackend> LockGuard<B> {
                 Ok(())
             }
             Some(RenewOutcome::NotHeld) => {
-                self.hold
-                    .status()
-                    .send_modify(|s| s.lost = Some(LeaseLoss::NotOurs));
+                self.hold.mark_lost(LeaseLoss::NotOurs);
                 Err(Error::LeaseLost)
             }
             _ => Err(Error::Unavailable(
@@ -244,7 +243,27 @@ impl<B: LockBackend> LockGuard<B> {
     /// stopped, so the lock is gone by the end of its lease at the latest.
     pub async fn release(mut self) -> Result<ReleaseOutcome> {
         let keep = self.finish();
-        self.locker.release_keeping(&self.hold, keep).await
+        let span = tracing::info_span!(
+            "distlock.release",
+            name = self.hold.name(),
+            owner = self.hold.field(),
+            outcome = tracing::field::Empty,
+        );
+        let released = self
+            .locker
+            .release_keeping(&self.hold, keep)
+            .instrument(span.clone())
+            .await;
+        let outcome = match &released {
+            Ok(ReleaseOutcome::Released) => "released",
+            Ok(ReleaseOutcome::StillHeld { .. }) => "still_held",
+            Ok(ReleaseOutcome::NotHeld) => "not_held",
+            Ok(_) => "other",
+            Err(_) => "error",
+        };
+        span.record("outcome", outcome);
+        telemetry::hold_ended(outcome, self.hold.held_for());
+        released
     }
 
     /// Stops the watchdog and the local bookkeeping; the server-side release is the caller's.
@@ -274,6 +293,7 @@ impl<B: LockBackend> Drop for LockGuard<B> {
             tracing::debug!(name = %self.hold.name(), "guard dropped outside a runtime; the lease will expire");
             return;
         };
+        telemetry::hold_ended("dropped", self.hold.held_for());
         let locker = self.locker.clone();
         let hold = self.hold.clone();
         runtime.spawn(async move {

@@ -90,10 +90,17 @@ pub(crate) struct Hold {
     lease_nanos: AtomicU64,
     /// The lease status the guard reports; the watchdog keeps it up to date.
     status: watch::Sender<LeaseStatus>,
+    /// When the grant was asked for (the hold's start, for its hold time).
+    acquired_at: Instant,
 }
 
 impl Hold {
-    pub fn new(key: HoldKey, lease: Duration, valid_until: Instant) -> Arc<Self> {
+    pub fn new(
+        key: HoldKey,
+        lease: Duration,
+        valid_until: Instant,
+        acquired_at: Instant,
+    ) -> Arc<Self> {
         let (status, _) = watch::channel(LeaseStatus {
             valid_until,
             lost: None,
@@ -102,7 +109,32 @@ impl Hold {
             key,
             lease_nanos: AtomicU64::new(nanos(lease)),
             status,
+            acquired_at,
         })
+    }
+
+    /// How long ago the grant was asked for.
+    pub fn held_for(&self) -> Duration {
+        self.acquired_at.elapsed()
+    }
+
+    /// Marks the lease lost for `reason`, unless it already was; the first time, says so (a
+    /// `warn` event and the leases-lost count).
+    pub fn mark_lost(&self, reason: LeaseLoss) {
+        let mut first = false;
+        self.status.send_modify(|status| {
+            if status.lost.is_none() {
+                status.lost = Some(reason);
+                first = true;
+            }
+        });
+        if first {
+            let why = match reason {
+                LeaseLoss::Expired => "expired",
+                LeaseLoss::NotOurs => "not_ours",
+            };
+            crate::telemetry::lease_lost(self.name(), self.field(), why);
+        }
     }
 
     /// The lock name.

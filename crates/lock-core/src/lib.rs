@@ -62,6 +62,7 @@ pub mod notify;
 pub mod options;
 mod owner;
 mod shared;
+pub mod telemetry;
 mod waiter;
 mod watchdog;
 

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use crate::backend::{LockBackend, LockState, ReleaseOutcome};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
@@ -10,6 +12,7 @@ use crate::hold::{Hold, HoldKey};
 use crate::options::{Lease, LockOptions};
 use crate::owner::Owner;
 use crate::shared::LockerShared;
+use crate::telemetry;
 use crate::waiter::{Granted, Waiter};
 
 /// Takes locks from one backend: the entry point of the API.
@@ -155,9 +158,38 @@ impl<B: LockBackend> Locker<B> {
             });
         }
         let lease = options.lease_mode();
-        let request = key.acquire_request(lease.duration(), options.wants_fencing());
-        let waiter = Waiter::new(&self.shared, request, options.wait_policy());
-        let Some(granted) = waiter.acquire().await? else {
+        let span = tracing::info_span!(
+            "distlock.acquire",
+            name,
+            owner = key.field(),
+            wait = ?options.wait_policy(),
+            outcome = tracing::field::Empty,
+            hold_count = tracing::field::Empty,
+            fencing_token = tracing::field::Empty,
+        );
+        let started = tokio::time::Instant::now();
+        let _in_flight = telemetry::InFlight::start();
+        let acquired = async {
+            let request = key.acquire_request(lease.duration(), options.wants_fencing());
+            let waiter = Waiter::new(&self.shared, request, options.wait_policy());
+            waiter.acquire().await
+        }
+        .instrument(span.clone())
+        .await;
+        let outcome = match &acquired {
+            Ok(Some(granted)) => {
+                span.record("hold_count", granted.grant.hold_count);
+                if let Some(token) = granted.grant.fencing_token {
+                    span.record("fencing_token", token);
+                }
+                "granted"
+            }
+            Ok(None) => "held",
+            Err(_) => "error",
+        };
+        span.record("outcome", outcome);
+        telemetry::acquired(outcome, started.elapsed());
+        let Some(granted) = acquired? else {
             return Ok(None);
         };
         Ok(Some(self.make_guard(key, lease, granted)))
@@ -171,7 +203,7 @@ impl<B: LockBackend> Locker<B> {
             + lease
                 .duration()
                 .saturating_sub(self.shared.backend.clock_drift(lease.duration()));
-        let hold = Hold::new(key, lease.duration(), valid_until);
+        let hold = Hold::new(key, lease.duration(), valid_until, sent_at);
         let watchdog_id = match lease {
             Lease::Watchdog { max_hold, .. } => Some(self.shared.watchdog.register(
                 hold.clone(),

@@ -96,10 +96,22 @@ impl<'a, B: LockBackend> Waiter<'a, B> {
             FirstAttempt::Done(granted) => return Ok(granted),
             FirstAttempt::Wait { retry_at, error } => (retry_at, error),
         };
-        let Some(waiting) = self.register_for_releases(first_error).await? else {
-            return Ok(None);
+        let waiting_since = Instant::now();
+        tracing::debug!("not granted at the first attempt: waiting");
+        let waited = async {
+            let Some(waiting) = self.register_for_releases(first_error).await? else {
+                return Ok(None);
+            };
+            self.wait_and_retry(waiting, retry_at).await
+        }
+        .await;
+        let outcome = match &waited {
+            Ok(Some(_)) => "granted",
+            Ok(None) => "held",
+            Err(_) => "error",
         };
-        self.wait_and_retry(waiting, retry_at).await
+        crate::telemetry::waited(outcome, waiting_since.elapsed());
+        waited
     }
 
     /// The fast path: an uncontended lock costs one round trip and no registration.

@@ -14,8 +14,11 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use tracing::Instrument;
+
 use crate::backend::{LockBackend, RenewOutcome, Renewal};
 use crate::hold::{Hold, LeaseLoss};
+use crate::telemetry;
 
 /// The renewal schedule of one registered hold.
 struct Entry {
@@ -185,6 +188,8 @@ impl<B: LockBackend> Watchdog<B> {
 /// One renewal of a batch, as planned.
 struct Due {
     id: u64,
+    /// When it fell due (renewals within the batching slack go early: not yet due).
+    due: Instant,
     generation: u64,
     hold: Arc<Hold>,
     /// The lease this renewal sets: the hold's, or less near the hold-time cap.
@@ -269,10 +274,7 @@ fn plan<B>(shared: &Shared<B>, epoch: u64) -> Next {
     // batches forever. Waiting for the first due one lets the window gather half a period.
     registry.entries.retain(|_, entry| {
         if now >= entry.valid_until {
-            entry
-                .hold
-                .status()
-                .send_modify(|s| s.lost = Some(LeaseLoss::Expired));
+            entry.hold.mark_lost(LeaseLoss::Expired);
             return false;
         }
         !entry.stop_at.is_some_and(|stop_at| {
@@ -297,6 +299,7 @@ fn plan<B>(shared: &Shared<B>, epoch: u64) -> Next {
             if entry.due <= now + slack {
                 batch.push(Due {
                     id,
+                    due: entry.due,
                     generation: entry.generation,
                     hold: entry.hold.clone(),
                     lease,
@@ -334,8 +337,16 @@ async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
         .min()
         .expect("batch is not empty");
     let sent_at = Instant::now();
-    let result = tokio::time::timeout_at(give_up_at, shared.backend.renew(&renewals)).await;
+    let span = tracing::debug_span!("distlock.renew", batch = batch.len());
+    let result = tokio::time::timeout_at(give_up_at, shared.backend.renew(&renewals))
+        .instrument(span)
+        .await;
     let now = Instant::now();
+    let lag = batch
+        .iter()
+        .map(|due| due.due)
+        .min()
+        .map(|first_due| sent_at.saturating_duration_since(first_due));
 
     let mut registry = shared.registry.lock().unwrap_or_else(|e| e.into_inner());
     let retry_at = |registry: &mut Registry, id: u64| {
@@ -346,6 +357,23 @@ async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
     };
     match result {
         Ok(Ok(outcomes)) if outcomes.len() == batch.len() => {
+            let count =
+                |wanted: fn(&RenewOutcome) -> bool| outcomes.iter().filter(|o| wanted(o)).count();
+            telemetry::renewals(
+                "renewed",
+                count(|o| matches!(o, RenewOutcome::Renewed)),
+                lag,
+            );
+            telemetry::renewals(
+                "not_held",
+                count(|o| matches!(o, RenewOutcome::NotHeld)),
+                None,
+            );
+            telemetry::renewals(
+                "undecided",
+                count(|o| !matches!(o, RenewOutcome::Renewed | RenewOutcome::NotHeld)),
+                None,
+            );
             for (due, outcome) in batch.iter().zip(outcomes) {
                 let Some(entry) = registry.entries.get_mut(&due.id) else {
                     continue; // released while the renewal was in flight
@@ -369,10 +397,7 @@ async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
                         });
                     }
                     RenewOutcome::NotHeld => {
-                        entry
-                            .hold
-                            .status()
-                            .send_modify(|s| s.lost = Some(LeaseLoss::NotOurs));
+                        entry.hold.mark_lost(LeaseLoss::NotOurs);
                         registry.entries.remove(&due.id);
                     }
                     // Undecided (too few nodes answered): retry like a failed call.
@@ -381,6 +406,7 @@ async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
             }
         }
         other => {
+            telemetry::renewals("failed", batch.len(), lag);
             match other {
                 Ok(Ok(answers)) => tracing::warn!(
                     expected = batch.len(),

@@ -351,6 +351,14 @@ struct AcquireTally {
 
 impl AcquireTally {
     fn add(&mut self, node: usize, result: Result<AcquireOutcome>) {
+        crate::telemetry::vote(
+            node,
+            match &result {
+                Ok(AcquireOutcome::Acquired(_)) => "granted",
+                Ok(_) => "held",
+                Err(_) => "failed",
+            },
+        );
         match result {
             Ok(AcquireOutcome::Acquired(grant)) => self.grants.push(grant),
             Ok(AcquireOutcome::Held { ttl }) => self.refusals.push(ttl),

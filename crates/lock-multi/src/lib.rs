@@ -54,6 +54,7 @@ mod fanout;
 mod quorum;
 pub mod redlock;
 mod straggler;
+pub mod telemetry;
 mod watch;
 
 pub use composite::{

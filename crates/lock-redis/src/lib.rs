@@ -61,6 +61,7 @@ mod backend;
 mod call;
 mod connection;
 mod kind;
+pub mod telemetry;
 mod wire;
 
 pub use backend::builder::RedisBackendBuilder;

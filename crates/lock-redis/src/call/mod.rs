@@ -268,6 +268,7 @@ impl Calls {
             && error.kind() == Some(ServerErrorKind::NoScript)
         {
             // In step (the pipeline's echo said so): the script did not run; send it whole.
+            crate::telemetry::noscript_reload();
             reply = self.send_coalesced(vec![command(true)], timeout).await?;
             acknowledged = self.take_acknowledgement(&mut reply);
         }
@@ -401,6 +402,7 @@ impl Calls {
                 Alignment::Broken => return Err(out_of_step()),
                 Alignment::Refused(refusal) => return Err(unattributable(&refusal)),
             }
+            crate::telemetry::noscript_reload();
             (reply, after) = send(true).await?;
         }
         match reply {

@@ -312,6 +312,7 @@ fn on_push(
             }
         }
         PushKind::Disconnection => {
+            crate::telemetry::pubsub_disconnected();
             *state
                 .disconnected_at
                 .lock()
