@@ -56,6 +56,13 @@ pub enum Error {
     /// The lease is no longer ours: it expired or the key was removed behind our back.
     #[error("the lease on the lock is lost")]
     LeaseLost,
+    /// [`crate::Locker::with_lock`]: the lock was held by someone else for the whole wait of
+    /// its options. Retryable.
+    #[error("the lock {name:?} was not acquired within the wait")]
+    NotAcquired {
+        /// The lock's name.
+        name: String,
+    },
     /// One call to the backend did not answer within its command timeout. The call may or may
     /// not have taken effect on the server.
     #[error("backend call timed out after {after:?}")]
@@ -200,6 +207,7 @@ impl Error {
             | Error::ReadOnly(_)
             | Error::OutOfMemory(_)
             | Error::Unavailable(_)
+            | Error::NotAcquired { .. }
             | Error::NotReplicated { .. } => true,
             // Retrying can help only if every failed node may recover.
             Error::Quorum(quorum) => quorum

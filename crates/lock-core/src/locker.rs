@@ -195,6 +195,81 @@ impl<B: LockBackend> Locker<B> {
         Ok(Some(self.make_guard(key, lease, granted)))
     }
 
+    /// Holds the lock `name` while `critical` runs, and returns what it returns: acquires with
+    /// `options` (waiting as they say), runs `critical` with the guard (for its fencing token,
+    /// say), races it against [`LockGuard::lost`], and releases.
+    ///
+    /// The closure cannot forget to release, and it does not run on after its lease is lost: it
+    /// is stopped (its future dropped) at the loss.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotAcquired`] when the lock stayed held by someone else for the whole wait (so
+    /// `critical` never ran); [`Error::LeaseLost`] when the lease was lost while `critical`
+    /// ran (it was stopped there), or when the release found the lock no longer ours (it ran
+    /// to its end, but may have overlapped another holder: its value is dropped). Acquire
+    /// errors as [`Locker::lock_with`]. A release that fails for another reason (a connection
+    /// lost) is logged, not returned: `critical` ended within its lease, and the lease ends the
+    /// lock.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the returned future stops `critical` where it is and drops the guard, which
+    /// releases in the background (the lease is the safety net).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> lock_core::Result<()> {
+    /// use lock_core::{LockOptions, Locker, MemoryBackend};
+    ///
+    /// let locker = Locker::new(MemoryBackend::new());
+    /// let options = LockOptions::new().fencing(true);
+    /// let written = locker
+    ///     .with_lock("reports:daily", &options, async |guard| {
+    ///         // ... the critical section, writing with `guard.fencing_token()` ...
+    ///         guard.fencing_token().is_some()
+    ///     })
+    ///     .await?;
+    /// assert!(written);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn with_lock<T>(
+        &self,
+        name: &str,
+        options: &LockOptions,
+        critical: impl AsyncFnOnce(&LockGuard<B>) -> T,
+    ) -> Result<T> {
+        let Some(guard) = self.lock_with(name, options).await? else {
+            return Err(Error::NotAcquired {
+                name: name.to_owned(),
+            });
+        };
+        let finished = {
+            let section = critical(&guard);
+            tokio::select! {
+                value = section => Some(value),
+                _loss = guard.lost() => None,
+            }
+        };
+        let Some(value) = finished else {
+            // Stopped at the loss; the release tells the store nothing it needs, but frees a
+            // reentrant count of ours if the loss was only local (an expired deadline).
+            let _ = guard.release().await;
+            return Err(Error::LeaseLost);
+        };
+        match guard.release().await {
+            Ok(ReleaseOutcome::NotHeld) => Err(Error::LeaseLost),
+            Ok(_) => Ok(value),
+            Err(error) => {
+                tracing::warn!(%error, name, "could not release after the critical section; the lease will end the lock");
+                Ok(value)
+            }
+        }
+    }
+
     /// Builds the guard of a granted hold: its record, its watchdog registration (in watchdog
     /// mode) and its count in the hold book.
     fn make_guard(&self, key: HoldKey, lease: Lease, granted: Granted) -> LockGuard<B> {
@@ -387,6 +462,63 @@ mod tests {
         let batches = backend.renew_calls() - before;
         assert!(batches <= 20, "{batches} renewal batches in 10 periods");
         assert!(guards.iter().all(|guard| !guard.is_lost()));
+    }
+
+    /// `with_lock` runs the section under the lock and releases; held elsewhere for the whole
+    /// wait, it never runs the section (`NotAcquired`); a lease lost while it runs stops it
+    /// (`LeaseLost`).
+    #[tokio::test(start_paused = true)]
+    async fn with_lock_runs_releases_and_stops_at_a_loss() {
+        let locker = Locker::new(MemoryBackend::new());
+        let value = locker
+            .with_lock("section", &LockOptions::new(), async |guard| {
+                guard.hold_count() * 10
+            })
+            .await
+            .unwrap();
+        assert_eq!(value, 10);
+        assert!(!locker.is_locked("section").await.unwrap());
+
+        let other = Locker::new(locker.backend().new_client());
+        let held = other.lock("section").await.unwrap();
+        let ran = std::sync::atomic::AtomicBool::new(false);
+        let refused = locker
+            .with_lock(
+                "section",
+                &LockOptions::new().wait(Duration::from_millis(100)),
+                async |_| ran.store(true, std::sync::atomic::Ordering::Relaxed),
+            )
+            .await;
+        assert!(
+            matches!(refused, Err(Error::NotAcquired { .. })),
+            "{refused:?}"
+        );
+        assert!(!ran.load(std::sync::atomic::Ordering::Relaxed));
+        assert_eq!(held.release().await.unwrap(), ReleaseOutcome::Released);
+
+        let finished = std::sync::atomic::AtomicBool::new(false);
+        let breaker = other.clone();
+        let short = LockOptions::new().watchdog_lease(Duration::from_millis(300));
+        let lost = locker.with_lock("section", &short, async |_| {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            finished.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let broken = async {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            assert!(breaker.force_unlock("section").await.unwrap());
+        };
+        let started = tokio::time::Instant::now();
+        let (lost, ()) = tokio::join!(lost, broken);
+        assert!(matches!(lost, Err(Error::LeaseLost)), "{lost:?}");
+        assert!(
+            !finished.load(std::sync::atomic::Ordering::Relaxed),
+            "stopped at the loss"
+        );
+        assert!(
+            started.elapsed() < Duration::from_millis(400),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[tokio::test(start_paused = true)]
