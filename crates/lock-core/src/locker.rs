@@ -91,8 +91,10 @@ impl<B: LockBackend> Locker<B> {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidName`] before any I/O; backend errors, returned at once (there is
-    /// no deadline to retry them within). Waiting is never an error.
+    /// [`crate::Error::InvalidName`] before any I/O; backend errors: a retryable one (a lost
+    /// connection, a timeout: a reconnect or a failover under way) is retried with a delay
+    /// doubling from 50 ms to 1 s, for up to 30 s of errors in a row, and returned after that;
+    /// others at once. Waiting is never an error.
     ///
     /// # Cancel safety
     ///
@@ -131,9 +133,11 @@ impl<B: LockBackend> Locker<B> {
     ///
     /// [`crate::Error::InvalidName`] and [`crate::Error::InvalidOptions`] before any I/O, and
     /// [`crate::Error::NotReentrant`] when the backend is not reentrant and this owner already
-    /// holds the lock; backend errors. With a wait deadline, a retryable error ([`crate::Error::is_retryable`]) is
-    /// retried after about 50 ms until the deadline, and the last one is returned when it passes;
-    /// without one (`no_wait`, `wait_forever`), errors are returned at once.
+    /// holds the lock; backend errors. A retryable error ([`crate::Error::is_retryable`]) is
+    /// retried with a delay doubling from 50 ms to 1 s: with a wait deadline until the
+    /// deadline, and the last one is returned when it passes; with `wait_forever` for up to
+    /// 30 s of errors in a row (see [`Locker::lock`]); with `no_wait`, errors are returned at
+    /// once.
     ///
     /// # Cancel safety
     ///
@@ -768,17 +772,37 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn retryable_errors_are_retried_only_within_a_wait_deadline() {
+    async fn retryable_errors_are_retried_within_the_wait() {
         let locker = Locker::new(Scripted::new(vec![lost_connection(), lost_connection()]));
         let options = LockOptions::new().wait(Duration::from_secs(1));
         let guard = locker.lock_with("e", &options).await.unwrap();
         assert!(guard.is_some(), "two transient errors, then granted");
         assert_eq!(locker.backend().left(), 0);
 
-        let locker = Locker::new(Scripted::new(vec![lost_connection()]));
+        // Without a deadline (`lock()`) they are ridden through, after 50, 100, 200 ms (each
+        // ± 25 %)…
+        let locker = Locker::new(Scripted::new(vec![
+            lost_connection(),
+            lost_connection(),
+            lost_connection(),
+        ]));
+        let started = Instant::now();
+        let guard = locker.lock("e").await.expect("granted after three errors");
+        let took = started.elapsed();
         assert!(
-            locker.lock("e").await.is_err(),
-            "no deadline: returned at once"
+            took >= Duration::from_millis(262) && took <= Duration::from_millis(438),
+            "{took:?}"
+        );
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+        // … but not forever: after 30 s of errors in a row the last one is returned.
+        let locker = Locker::new(Scripted::new((0..200).map(|_| lost_connection()).collect()));
+        let started = Instant::now();
+        let error = locker.lock("e").await.unwrap_err();
+        assert!(matches!(error, Error::ConnectionLost(_)), "{error:?}");
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_secs(30) && took <= Duration::from_millis(31_300),
+            "{took:?}"
         );
         let locker = Locker::new(Scripted::new(vec![lost_connection()]));
         assert!(locker.try_lock("e").await.is_err());

@@ -17,8 +17,34 @@ use crate::shared::LockerShared;
 /// a release notification still wakes it earlier.
 const RECHECK_WITHOUT_TTL: Duration = Duration::from_secs(1);
 
-/// Base delay before retrying after a retryable error, while a wait deadline allows.
+/// Delay before retrying after a retryable error; it doubles with each error in a row, up to
+/// [`ERROR_RETRY_MAX`].
 const ERROR_RETRY_DELAY: Duration = Duration::from_millis(50);
+/// How often a waiter polls when it could not register for release notifications.
+const POLL_WITHOUT_NOTIFICATIONS: Duration = Duration::from_millis(250);
+/// The longest delay between retries after errors.
+const ERROR_RETRY_MAX: Duration = Duration::from_secs(1);
+/// Without a wait deadline (`lock()`), how long retryable errors in a row are ridden through
+/// (a reconnect, a failover) before the last one is returned: a store down for longer is not
+/// waited for forever.
+pub(crate) const ERRORS_RIDDEN_THROUGH: Duration = Duration::from_secs(30);
+
+/// The retryable errors in a row of one wait: since when, and how many.
+#[derive(Default)]
+struct ErrorStreak {
+    since: Option<Instant>,
+    count: u32,
+}
+
+impl ErrorStreak {
+    /// Counts an error at `now`; the delay before the next attempt (doubling, jittered).
+    fn add(&mut self, now: Instant) -> Duration {
+        self.since.get_or_insert(now);
+        self.count = self.count.saturating_add(1);
+        let doubled = ERROR_RETRY_DELAY.saturating_mul(1 << self.count.saturating_sub(1).min(8));
+        jittered(doubled.min(ERROR_RETRY_MAX))
+    }
+}
 
 /// A granted attempt.
 pub(crate) struct Granted {
@@ -46,6 +72,8 @@ enum FirstAttempt {
         /// The transient error of the first attempt: the answer if the wait ends while
         /// registering.
         error: Option<Error>,
+        /// The errors in a row so far (the first attempt's, if it failed).
+        errors: ErrorStreak,
     },
 }
 
@@ -92,9 +120,13 @@ impl<'a, B: LockBackend> Waiter<'a, B> {
     ///
     /// As [`crate::Locker::lock`].
     pub async fn acquire(&self) -> Result<Option<Granted>> {
-        let (retry_at, first_error) = match self.first_attempt().await? {
+        let (retry_at, first_error, errors) = match self.first_attempt().await? {
             FirstAttempt::Done(granted) => return Ok(granted),
-            FirstAttempt::Wait { retry_at, error } => (retry_at, error),
+            FirstAttempt::Wait {
+                retry_at,
+                error,
+                errors,
+            } => (retry_at, error, errors),
         };
         let waiting_since = Instant::now();
         tracing::debug!("not granted at the first attempt: waiting");
@@ -102,7 +134,7 @@ impl<'a, B: LockBackend> Waiter<'a, B> {
             let Some(waiting) = self.register_for_releases(first_error).await? else {
                 return Ok(None);
             };
-            self.wait_and_retry(waiting, retry_at).await
+            self.wait_and_retry(waiting, retry_at, errors).await
         }
         .await;
         let outcome = match &waited {
@@ -118,18 +150,27 @@ impl<'a, B: LockBackend> Waiter<'a, B> {
     async fn first_attempt(&self) -> Result<FirstAttempt> {
         let sent_at = Instant::now();
         let first = self.locker.attempt(self.request).await;
+        let mut errors = ErrorStreak::default();
         Ok(
-            match next_step(first, Instant::now(), self.deadline, self.no_wait)? {
+            match next_step(
+                first,
+                Instant::now(),
+                self.deadline,
+                self.no_wait,
+                &mut errors,
+            )? {
                 Step::Take(grant) => FirstAttempt::Done(Some(Granted { grant, sent_at })),
                 Step::GiveUp => FirstAttempt::Done(None),
                 // The lock may be free again by now: register, then try again at once.
                 Step::OnRelease { .. } => FirstAttempt::Wait {
                     retry_at: None,
                     error: None,
+                    errors,
                 },
                 Step::RetryAt { at, error } => FirstAttempt::Wait {
                     retry_at: Some(at),
                     error,
+                    errors,
                 },
             },
         )
@@ -143,13 +184,23 @@ impl<'a, B: LockBackend> Waiter<'a, B> {
     /// The registration's error; `first_error` when the deadline passed while registering.
     async fn register_for_releases(&self, first_error: Option<Error>) -> Result<Option<Waiting>> {
         let register = self.locker.backend.watch_releases(self.request.name);
-        let watch = match self.deadline {
+        let registered = match self.deadline {
             Some(deadline) => match tokio::time::timeout_at(deadline, register).await {
-                Ok(watch) => watch?,
+                Ok(registered) => registered,
                 // Out of time while registering: the first attempt's answer stands.
                 Err(_) => return first_error.map_or(Ok(None), Err),
             },
-            None => register.await?,
+            None => register.await,
+        };
+        let watch = match registered {
+            Ok(watch) => watch,
+            // The notifications are down with the store (a reconnect, a failover): wait by
+            // polling instead; the attempts themselves decide when the wait ends.
+            Err(error) if error.is_retryable() => {
+                tracing::debug!(%error, "no release notifications; polling instead");
+                ReleaseWatch::polling(POLL_WITHOUT_NOTIFICATIONS)
+            }
+            Err(error) => return Err(error),
         };
         Ok(Some(Waiting {
             watch,
@@ -163,6 +214,7 @@ impl<'a, B: LockBackend> Waiter<'a, B> {
         &self,
         mut waiting: Waiting,
         mut sleep_until: Option<Instant>,
+        mut errors: ErrorStreak,
     ) -> Result<Option<Granted>> {
         let deadline = self.deadline;
         loop {
@@ -179,7 +231,7 @@ impl<'a, B: LockBackend> Waiter<'a, B> {
             let outcome = self.locker.attempt(self.request).await;
             waiting.woken = false;
             let now = Instant::now();
-            let ttl = match next_step(outcome, now, deadline, false)? {
+            let ttl = match next_step(outcome, now, deadline, false, &mut errors)? {
                 Step::Take(grant) => return Ok(Some(Granted { grant, sent_at })),
                 Step::GiveUp => return Ok(None),
                 Step::RetryAt { at, .. } => {
@@ -227,15 +279,18 @@ enum Step {
 
 /// Decides the next step after an attempt made at `now`.
 ///
-/// Errors end the wait, except retryable ones while a wait deadline is still ahead: those are
-/// retried after a jittered delay (a composite whose node blipped, a reconnecting server), and
-/// the last one is returned if the deadline passes. Without a deadline (`lock()`), an error is
-/// returned at once, so a dead store cannot hang the caller.
+/// Errors end the wait, except retryable ones (a composite whose node blipped, a reconnecting
+/// server, a failover) while the wait allows: those are retried after a delay that doubles from
+/// 50 ms to 1 s (jittered), and the last one is returned when the wait ends. With a deadline the
+/// wait allows until the deadline; without one (`lock()`) for [`ERRORS_RIDDEN_THROUGH`] of
+/// errors in a row, so a store down for longer does not hang the caller; with `no_wait`
+/// (`try_lock()`) not at all.
 fn next_step(
     outcome: Result<AcquireOutcome>,
     now: Instant,
     deadline: Option<Instant>,
     no_wait: bool,
+    errors: &mut ErrorStreak,
 ) -> Result<Step> {
     let out_of_time = no_wait || deadline.is_some_and(|deadline| now >= deadline);
     let retry_at = |after: Duration, error: Option<Error>| {
@@ -245,14 +300,26 @@ fn next_step(
             error,
         }
     };
+    if outcome.is_ok() {
+        *errors = ErrorStreak::default();
+    }
+    // Without a deadline, errors are ridden through for a while, not forever.
+    let may_retry = !out_of_time
+        && match deadline {
+            Some(_) => true,
+            None => errors
+                .since
+                .is_none_or(|since| now.saturating_duration_since(since) < ERRORS_RIDDEN_THROUGH),
+        };
     match outcome {
         Ok(AcquireOutcome::Acquired(grant)) => Ok(Step::Take(grant)),
         Ok(_) if out_of_time => Ok(Step::GiveUp),
         Ok(AcquireOutcome::Held { ttl }) => Ok(Step::OnRelease { ttl }),
         Ok(AcquireOutcome::Contended { retry_after }) => Ok(retry_at(retry_after, None)),
-        Err(error) if error.is_retryable() && deadline.is_some() && !out_of_time => {
-            tracing::debug!(%error, "acquire failed; retrying within the wait deadline");
-            Ok(retry_at(jittered(ERROR_RETRY_DELAY), Some(error)))
+        Err(error) if error.is_retryable() && may_retry => {
+            let delay = errors.add(now);
+            tracing::debug!(%error, ?delay, "acquire failed; retrying within the wait");
+            Ok(retry_at(delay, Some(error)))
         }
         Err(error) => Err(error),
     }
