@@ -35,7 +35,16 @@ impl<B: LockBackend> LockerShared<B> {
     /// # Errors
     ///
     /// The backend's error; an earlier cleanup's error when it fails again (nothing sent then).
-    pub async fn attempt(&self, mut request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped while the acquire is out, the store may grant it with nobody to know: the
+    /// owner's count is then set back to the holds known here in the background (recorded as
+    /// a debt first, so the owner's next call waits for it; see [`Unanswered`]).
+    pub async fn attempt(
+        self: &Arc<Self>,
+        mut request: AcquireRequest<'_>,
+    ) -> Result<AcquireOutcome> {
         request.known_holds = self.holds.known_holds(request.name, request.owner_field);
         self.holds
             .settle_debt(
@@ -45,7 +54,16 @@ impl<B: LockBackend> LockerShared<B> {
                 request.known_holds,
             )
             .await?;
-        match self.backend.try_acquire(request).await {
+        let mut unanswered = Unanswered {
+            shared: self,
+            name: request.name,
+            field: request.owner_field,
+            lease: request.lease,
+            armed: true,
+        };
+        let outcome = self.backend.try_acquire(request).await;
+        unanswered.armed = false;
+        match outcome {
             Err(error) if error.is_ambiguous() => {
                 let keep = request.known_holds;
                 if let Err(cleanup) = self
@@ -97,5 +115,43 @@ impl<B: LockBackend> LockerShared<B> {
             self.holds.note_debt(name, field, lease);
         }
         released
+    }
+}
+
+/// An acquire sent and not yet answered. Dropped armed (its caller went away mid-call), it
+/// records a debt for the owner (the store may have granted the acquire) and settles it in the
+/// background: the owner's count on the store is set back to the holds known here. The debt
+/// orders it before the owner's next call on the name, which settles any open debt first (the
+/// settling abandon is idempotent, so both may run it), and the store gets the abandon after the
+/// acquire it undoes: both go out on the same connection, in order.
+struct Unanswered<'a, B: LockBackend> {
+    shared: &'a Arc<LockerShared<B>>,
+    name: &'a str,
+    field: &'a str,
+    lease: std::time::Duration,
+    armed: bool,
+}
+
+impl<B: LockBackend> Drop for Unanswered<'_, B> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.shared
+            .holds
+            .note_debt(self.name, self.field, self.lease);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // the debt stays for the next call; the lease bounds it
+        };
+        let shared = self.shared.clone();
+        let (name, field) = (self.name.to_owned(), self.field.to_owned());
+        runtime.spawn(async move {
+            let keep = shared.holds.known_holds(&name, &field);
+            // On failure the debt stays for the owner's next call; the lease bounds it.
+            let _ = shared
+                .holds
+                .settle_debt(&*shared.backend, &name, &field, keep)
+                .await;
+        });
     }
 }

@@ -2,6 +2,7 @@
 //! notification, a timer capped by the holder's TTL, or the deadline, then tries again.
 
 use std::pin::pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
@@ -55,7 +56,7 @@ pub(crate) struct Granted {
 
 /// One call's wait for one lock.
 pub(crate) struct Waiter<'a, B: LockBackend> {
-    locker: &'a LockerShared<B>,
+    locker: &'a Arc<LockerShared<B>>,
     request: AcquireRequest<'a>,
     deadline: Option<Instant>,
     no_wait: bool,
@@ -94,7 +95,7 @@ impl Drop for Waiting {
 
 impl<'a, B: LockBackend> Waiter<'a, B> {
     /// A wait for `request` under `wait`, starting now.
-    pub fn new(locker: &'a LockerShared<B>, request: AcquireRequest<'a>, wait: Wait) -> Self {
+    pub fn new(locker: &'a Arc<LockerShared<B>>, request: AcquireRequest<'a>, wait: Wait) -> Self {
         let deadline = match wait {
             Wait::Upto(wait) => Some(Instant::now() + wait),
             Wait::No | Wait::Forever => None,

@@ -184,6 +184,33 @@ pub(crate) fn take_turn<C: Carrier>(
     Turn::Queued(answer)
 }
 
+/// As [`take_turn`], but alone only when nothing at all is in flight: otherwise queued, so it
+/// is written after every pipeline already sent or being put together (a batch is built under
+/// the lock, then written; a call that went alone meanwhile could be written first). For the
+/// cleanups that undo a call whose caller went away: they must reach the server after it.
+pub(crate) fn take_turn_behind<C: Carrier>(
+    carrier: &Arc<C>,
+    timeout: Duration,
+    make: impl FnOnce() -> Vec<Cmd>,
+) -> Turn<C> {
+    let coalescer = carrier.coalescer();
+    let mut state = lock(coalescer);
+    if state.in_flight == 0 {
+        state.in_flight += 1;
+        drop(state);
+        return Turn::Alone(Slot {
+            carrier: carrier.clone(),
+        });
+    }
+    let (reply, answer) = oneshot::channel();
+    state.queue.push(Pending {
+        commands: make(),
+        timeout,
+        reply,
+    });
+    Turn::Queued(answer)
+}
+
 /// Waits for a queued call's replies: at most the pipeline ahead of it and its own, each
 /// within `timeout`. Past that the call gives up; if it was still queued nothing of it is sent
 /// (the batch skips closed calls), but it may already be on its way, so the error is a timeout

@@ -9,7 +9,7 @@ use std::time::Duration;
 use lock_core::{Error, Result};
 use redis::{Cmd, FromRedisValue, Pipeline, ServerErrorKind, Value};
 
-use self::coalesce::{Carrier, Coalescer, Turn, queued_reply, take_turn};
+use self::coalesce::{Carrier, Coalescer, Turn, queued_reply, take_turn, take_turn_behind};
 use crate::connection::alignment::Alignment;
 use crate::connection::{Connection, Link};
 use crate::wire::announce::Announce;
@@ -272,17 +272,45 @@ impl Calls {
             reply = self.send_coalesced(vec![command(true)], timeout).await?;
             acknowledged = self.take_acknowledgement(&mut reply);
         }
-        let decoded = match reply.pop() {
-            Some(Value::Array(mut items)) if !items.is_empty() => {
-                items.remove(0);
-                decode(items)
+        Ok((script_reply(reply, timeout)?, acknowledged))
+    }
+
+    /// Runs one lock script about the lock named `route`, as [`Self::run`], but written only
+    /// after every pipeline already sent or being put together (see
+    /// [`coalesce::take_turn_behind`]): for the cleanup that undoes a call whose caller went
+    /// away, which must reach the server after that call. No replica acknowledgement is asked
+    /// of it (queued, it may share a pipeline whose replica wait other calls asked for).
+    /// `script` is sent whole when it is [`LockScript::always_whole`].
+    pub(crate) async fn run_behind<T: FromRedisValue>(
+        self: &Arc<Self>,
+        route: &str,
+        script: &LockScript,
+        keys: usize,
+        timeout: Duration,
+        fill: impl Fn(&mut Cmd),
+    ) -> Result<T> {
+        let whole = script.always_whole();
+        let command = |whole: bool| script.command(whole, keys, &fill, 0);
+        let answer = match take_turn_behind(self, timeout, || vec![command(whole)]) {
+            Turn::Alone(slot) => {
+                let reply = self.run(route, script, keys, timeout, &fill).await;
+                drop(slot);
+                return reply;
             }
-            Some(Value::ServerError(error)) => Err(map_error(&error.into(), timeout)),
-            other => Err(Error::Protocol(format!(
-                "unexpected lock script reply: {other:?}"
-            ))),
+            Turn::Queued(answer) => answer,
         };
-        Ok((decoded?, acknowledged))
+        // Queued, it shares a pipeline with other calls, which ends with their replicas' wait
+        // when one is asked: its answer is theirs.
+        let mut reply = queued_reply(answer, timeout).await?;
+        let _ = self.take_acknowledgement(&mut reply);
+        if let Some(Value::ServerError(error)) = reply.first()
+            && error.kind() == Some(ServerErrorKind::NoScript)
+        {
+            crate::telemetry::noscript_reload();
+            reply = self.send_coalesced(vec![command(true)], timeout).await?;
+            let _ = self.take_acknowledgement(&mut reply);
+        }
+        script_reply(reply, timeout)
     }
 
     /// Sends `commands` in a pipeline (shared with concurrent calls) and returns their replies,
@@ -315,7 +343,6 @@ impl Calls {
         }
     }
 
-    /// The current link, waiting (until `deadline`) for a replacement if one is being made.
     /// The keys matching `pattern` on every primary (see [`Connection::scan`]), at most about
     /// `limit`; each `SCAN` step within the command timeout.
     ///
@@ -336,6 +363,7 @@ impl Calls {
             .map_err(|error| map_error(&error, timeout))
     }
 
+    /// The current link, waiting (until `deadline`) for a replacement if one is being made.
     async fn link_by(&self, deadline: tokio::time::Instant, timeout: Duration) -> Result<Link> {
         let connection = &self.connection;
         let link = match connection.ready() {
@@ -463,6 +491,20 @@ impl Carrier for Calls {
                 group
             })
             .collect())
+    }
+}
+
+/// The reply of a queued script call (its last item), decoded after its request id.
+fn script_reply<T: FromRedisValue>(mut reply: Vec<Value>, timeout: Duration) -> Result<T> {
+    match reply.pop() {
+        Some(Value::Array(mut items)) if !items.is_empty() => {
+            items.remove(0);
+            decode(items)
+        }
+        Some(Value::ServerError(error)) => Err(map_error(&error.into(), timeout)),
+        other => Err(Error::Protocol(format!(
+            "unexpected lock script reply: {other:?}"
+        ))),
     }
 }
 

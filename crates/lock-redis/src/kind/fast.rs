@@ -215,15 +215,21 @@ pub(crate) async fn release(
 
 /// A fast lock has at most one hold per owner: with `keep ≥ 1` the owner still holds it and
 /// nothing changes; with `keep = 0` it is given back if it is the owner's.
-pub(crate) async fn abandon(calls: &Calls, name: &str, owner_field: &str, keep: u32) -> Result<()> {
+pub(crate) async fn abandon(
+    calls: &Arc<Calls>,
+    name: &str,
+    owner_field: &str,
+    keep: u32,
+) -> Result<()> {
     if keep >= 1 {
         return Ok(());
     }
-    // The compare-and-delete script, alone: a cleanup needs no replica wait (the replicas may
-    // be the very reason for it) and no pipeline shared with the calls it cleans up after.
+    // The compare-and-delete script, without a replica wait (the replicas may be the very
+    // reason for it), written after every pipeline under way: one of them may carry the call
+    // this cleans up after (its caller gone), which must reach the server first.
     let channel = keys::channel(name);
     let given_back: Result<(i64,)> = calls
-        .run(
+        .run_behind(
             name,
             &FAST_RELEASE,
             1,

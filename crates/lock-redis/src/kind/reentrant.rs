@@ -99,10 +99,17 @@ pub(crate) async fn renew(
 
 /// `LockBackend::abandon`: the cleanup script, sent whole; deferred to the next connection
 /// when the call's outcome is unknown and there is no connection right now.
-pub(crate) async fn abandon(calls: &Calls, name: &str, owner_field: &str, keep: u32) -> Result<()> {
+pub(crate) async fn abandon(
+    calls: &Arc<Calls>,
+    name: &str,
+    owner_field: &str,
+    keep: u32,
+) -> Result<()> {
     let channel = keys::channel(name);
+    // Written after every pipeline under way: one of them may carry the call this cleans up
+    // after (its caller gone), which must reach the server first.
     let abandoned: Result<(i64,)> = calls
-        .run(name, &ABANDON, 1, calls.call_timeout(None), |command| {
+        .run_behind(name, &ABANDON, 1, calls.call_timeout(None), |command| {
             abandon_arguments(command, name, owner_field, keep, &channel, calls.announce());
         })
         .await;
