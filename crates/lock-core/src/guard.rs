@@ -10,6 +10,7 @@ use tracing::Instrument;
 use crate::backend::{LockBackend, ReleaseOutcome, RenewOutcome};
 use crate::error::{Error, Result};
 use crate::hold::{Hold, LeaseLoss};
+use crate::holds::Busy;
 use crate::options::check_lease;
 use crate::owner::Owner;
 use crate::shared::LockerShared;
@@ -242,7 +243,7 @@ impl<B: LockBackend> LockGuard<B> {
     /// If cancelled, the release may or may not have reached the store; the watchdog is already
     /// stopped, so the lock is gone by the end of its lease at the latest.
     pub async fn release(mut self) -> Result<ReleaseOutcome> {
-        let keep = self.finish();
+        let (keep, _busy) = self.finish();
         let span = tracing::info_span!(
             "distlock.release",
             name = self.hold.name(),
@@ -267,19 +268,24 @@ impl<B: LockBackend> LockGuard<B> {
     }
 
     /// Stops the watchdog and the local bookkeeping; the server-side release is the caller's.
-    /// Returns the holds of this owner on this name still known afterwards.
-    fn finish(&mut self) -> u32 {
+    /// Returns the holds of this owner on this name still known afterwards, and the release
+    /// counted as under way from before the hold is forgotten here until the returned value is
+    /// dropped (after the release): a background cleanup must not take the holds known in
+    /// between for the store's.
+    fn finish(&mut self) -> (u32, Busy) {
+        let busy = self.locker.holds.begin(self.hold.name(), self.hold.field());
         if self.finished {
-            return self
+            let known = self
                 .locker
                 .holds
                 .known_holds(self.hold.name(), self.hold.field());
+            return (known, busy);
         }
         self.finished = true;
         if let Some(id) = self.watchdog_id {
             self.locker.watchdog.unregister(id);
         }
-        self.locker.holds.forget_hold(&self.hold)
+        (self.locker.holds.forget_hold(&self.hold), busy)
     }
 }
 
@@ -288,7 +294,7 @@ impl<B: LockBackend> Drop for LockGuard<B> {
         if self.finished {
             return;
         }
-        self.finish();
+        let (_, busy) = self.finish();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::debug!(name = %self.hold.name(), "guard dropped outside a runtime; the lease will expire");
             return;
@@ -300,6 +306,7 @@ impl<B: LockBackend> Drop for LockGuard<B> {
             if let Err(error) = locker.release_hold(&hold).await {
                 tracing::warn!(%error, name = %hold.name(), "background release failed; the lease will expire");
             }
+            drop(busy);
         });
     }
 }

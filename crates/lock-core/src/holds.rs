@@ -32,6 +32,39 @@ pub(crate) struct HoldBook {
     debts: Mutex<HashMap<String, HashMap<String, Debt>>>,
     /// Whether `debts` may be non-empty, so the hot path skips its lock.
     any_debt: AtomicBool,
+    /// Acquires and releases under way, per (name, owner field), keyed by a hash of the pair
+    /// (no allocation per call; a collision only makes a background cleanup leave its debt to
+    /// the owner's next call). A cleanup settles a debt only when none is under way: while one
+    /// is, the holds known here are not yet the store's (a release forgotten here but not yet
+    /// applied, an acquire applied but not yet counted).
+    busy: Arc<Mutex<HashMap<u64, u32>>>,
+}
+
+/// An acquire or release under way, counted in the hold book until dropped (it may be moved
+/// into the task that finishes the call).
+pub(crate) struct Busy {
+    map: Arc<Mutex<HashMap<u64, u32>>>,
+    key: u64,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let mut busy = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = busy.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                busy.remove(&self.key);
+            }
+        }
+    }
+}
+
+fn busy_key(name: &str, field: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut hasher);
+    field.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// An unsettled cleanup of one (name, owner field).
@@ -115,7 +148,32 @@ impl HoldBook {
             holds: Mutex::new(HashMap::new()),
             debts: Mutex::new(HashMap::new()),
             any_debt: AtomicBool::new(false),
+            busy: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// Counts an acquire or release of (`name`, `field`) as under way until the result is
+    /// dropped.
+    pub fn begin(&self, name: &str, field: &str) -> Busy {
+        let key = busy_key(name, field);
+        *self
+            .busy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key)
+            .or_insert(0) += 1;
+        Busy {
+            map: self.busy.clone(),
+            key,
+        }
+    }
+
+    /// Whether an acquire or release of (`name`, `field`) is under way.
+    pub fn is_busy(&self, name: &str, field: &str) -> bool {
+        self.busy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&busy_key(name, field))
     }
 
     /// Counts one more hold of its (name, owner field).

@@ -525,6 +525,73 @@ mod tests {
         );
     }
 
+    /// A re-entry whose answer its caller did not wait for (applied by the store) is taken off
+    /// again, but not together with a hold still live: here the owner's release of another
+    /// hold is under way when the cleanup would run.
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_reentry_takes_no_live_hold_with_it() {
+        let mut backend = Scripted::new(Vec::new());
+        backend.answer_delay = Duration::from_millis(50);
+        let locker = Locker::new(backend);
+        let outer = locker.lock("a").await.unwrap();
+        let inner = locker.lock("a").await.unwrap();
+        let dropped = tokio::time::timeout(Duration::from_millis(10), locker.lock("a")).await;
+        assert!(dropped.is_err(), "dropped before its answer");
+        drop(inner);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            holders(&locker, "a").await,
+            vec![(outer.owner_field().to_owned(), 1)]
+        );
+        let other = Locker::new(locker.backend().inner.new_client());
+        assert!(
+            other.try_lock("a").await.unwrap().is_none(),
+            "the outer hold stands"
+        );
+        assert_eq!(outer.release().await.unwrap(), ReleaseOutcome::Released);
+        assert!(holders(&locker, "a").await.is_empty());
+    }
+
+    /// Two acquires of one explicit owner at once, the first dropped before its answer: the
+    /// cleanup of the first does not take the second's grant.
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_acquire_takes_no_grant_of_the_same_owner_under_way() {
+        let mut backend = Scripted::new(Vec::new());
+        backend.answer_delay = Duration::from_millis(50);
+        let locker = Locker::new(backend);
+        let options = LockOptions::new().owner(Owner::new());
+        let (dropped, granted) = tokio::join!(
+            tokio::time::timeout(Duration::from_millis(10), locker.lock_with("b", &options)),
+            locker.lock_with("b", &options),
+        );
+        assert!(dropped.is_err(), "dropped before its answer");
+        let guard = granted.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let other = Locker::new(locker.backend().inner.new_client());
+        assert!(
+            other.try_lock("b").await.unwrap().is_none(),
+            "the grant stands"
+        );
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+        assert!(
+            holders(&locker, "b").await.is_empty(),
+            "the dropped one's count too"
+        );
+    }
+
+    /// A first acquire dropped before its answer (applied by the store) is taken off in the
+    /// background: the lock is free again at once, not at the end of its lease.
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_first_acquire_is_taken_off() {
+        let mut backend = Scripted::new(Vec::new());
+        backend.answer_delay = Duration::from_millis(50);
+        let locker = Locker::new(backend);
+        let dropped = tokio::time::timeout(Duration::from_millis(10), locker.lock("c")).await;
+        assert!(dropped.is_err(), "dropped before its answer");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(holders(&locker, "c").await.is_empty());
+    }
+
     #[tokio::test(start_paused = true)]
     async fn renewals_keep_a_watchdog_lease_for_long() {
         let locker = Locker::new(MemoryBackend::new());
@@ -550,6 +617,8 @@ mod tests {
         failing_renewals: std::sync::atomic::AtomicBool,
         /// How many renewal calls were made.
         renew_calls: std::sync::atomic::AtomicUsize,
+        /// How long an acquire applied by the store takes to answer.
+        answer_delay: Duration,
     }
 
     impl Scripted {
@@ -562,6 +631,7 @@ mod tests {
                 failing_abandons: std::sync::atomic::AtomicUsize::new(0),
                 failing_renewals: std::sync::atomic::AtomicBool::new(false),
                 renew_calls: std::sync::atomic::AtomicUsize::new(0),
+                answer_delay: Duration::ZERO,
             }
         }
 
@@ -585,7 +655,11 @@ mod tests {
             let scripted = self.script.lock().unwrap().pop_front();
             match scripted {
                 Some(outcome) => outcome,
-                None => self.inner.try_acquire(request).await,
+                None => {
+                    let applied = self.inner.try_acquire(request).await;
+                    tokio::time::sleep(self.answer_delay).await;
+                    applied
+                }
             }
         }
         async fn release(

@@ -45,6 +45,7 @@ impl<B: LockBackend> LockerShared<B> {
         self: &Arc<Self>,
         mut request: AcquireRequest<'_>,
     ) -> Result<AcquireOutcome> {
+        let busy = self.holds.begin(request.name, request.owner_field);
         request.known_holds = self.holds.known_holds(request.name, request.owner_field);
         self.holds
             .settle_debt(
@@ -55,6 +56,7 @@ impl<B: LockBackend> LockerShared<B> {
             )
             .await?;
         let mut unanswered = Unanswered {
+            busy: Some(busy),
             shared: self,
             name: request.name,
             field: request.owner_field,
@@ -62,9 +64,10 @@ impl<B: LockBackend> LockerShared<B> {
             armed: true,
         };
         let outcome = self.backend.try_acquire(request).await;
-        unanswered.armed = false;
-        match outcome {
+        let outcome = match outcome {
             Err(error) if error.is_ambiguous() => {
+                // Still armed: dropped during this cleanup, the debt is noted and settled in
+                // the background instead.
                 let keep = request.known_holds;
                 if let Err(cleanup) = self
                     .backend
@@ -78,7 +81,9 @@ impl<B: LockBackend> LockerShared<B> {
                 Err(error)
             }
             other => other,
-        }
+        };
+        unanswered.armed = false;
+        outcome
     }
 
     /// Gives back one hold the caller has already forgotten locally (`forget_hold`). After an
@@ -101,6 +106,7 @@ impl<B: LockBackend> LockerShared<B> {
     /// The backend's error; an earlier cleanup's error when it fails again (nothing sent then).
     pub async fn release_keeping(&self, hold: &Hold, keep: u32) -> Result<ReleaseOutcome> {
         let (name, field, lease) = (hold.name(), hold.field(), hold.lease());
+        let _busy = self.holds.begin(name, field);
         // On failure the hold is already forgotten locally, so the debt, when settled, lowers
         // the count to what is still known: this release happens then (or when the lease ends).
         self.holds
@@ -120,11 +126,16 @@ impl<B: LockBackend> LockerShared<B> {
 
 /// An acquire sent and not yet answered. Dropped armed (its caller went away mid-call), it
 /// records a debt for the owner (the store may have granted the acquire) and settles it in the
-/// background: the owner's count on the store is set back to the holds known here. The debt
-/// orders it before the owner's next call on the name, which settles any open debt first (the
-/// settling abandon is idempotent, so both may run it), and the store gets the abandon after the
-/// acquire it undoes: both go out on the same connection, in order.
+/// background: the owner's count on the store is set back to the holds known here, unless
+/// another acquire or release of that owner on that name is under way (then the holds known
+/// here are not the store's yet, and the debt waits for the owner's next call, or the lease).
+/// A call of the owner starting after the cleanup settles any open debt first, with the same
+/// idempotent abandon, so the cleanup never lands after a newer grant; and the store gets the
+/// abandon after the acquire it undoes (on Redis it is written behind every pipeline under
+/// way).
 struct Unanswered<'a, B: LockBackend> {
+    /// This acquire counted as under way; ended before the cleanup looks.
+    busy: Option<crate::holds::Busy>,
     shared: &'a Arc<LockerShared<B>>,
     name: &'a str,
     field: &'a str,
@@ -134,6 +145,7 @@ struct Unanswered<'a, B: LockBackend> {
 
 impl<B: LockBackend> Drop for Unanswered<'_, B> {
     fn drop(&mut self) {
+        drop(self.busy.take());
         if !self.armed {
             return;
         }
@@ -146,6 +158,13 @@ impl<B: LockBackend> Drop for Unanswered<'_, B> {
         let shared = self.shared.clone();
         let (name, field) = (self.name.to_owned(), self.field.to_owned());
         runtime.spawn(async move {
+            // Another acquire or release of this owner on this name is under way: the holds
+            // known here are not the store's yet (a release forgotten but not applied, an
+            // acquire applied but not counted), so setting the count to them could take a
+            // live hold. The debt is left to the owner's next call (or the lease).
+            if shared.holds.is_busy(&name, &field) {
+                return;
+            }
             let keep = shared.holds.known_holds(&name, &field);
             // On failure the debt stays for the owner's next call; the lease bounds it.
             let _ = shared

@@ -289,6 +289,12 @@ impl Calls {
         timeout: Duration,
         fill: impl Fn(&mut Cmd),
     ) -> Result<T> {
+        if !self.connection.coalesces() {
+            // No shared pipelines (a cluster): every call is written when it is made, so
+            // the call being cleaned up after went out before this one; and queued cleanups
+            // would share one pipeline across slots.
+            return self.run(route, script, keys, timeout, fill).await;
+        }
         let whole = script.always_whole();
         let command = |whole: bool| script.command(whole, keys, &fill, 0);
         let answer = match take_turn_behind(self, timeout, || vec![command(whole)]) {

@@ -65,22 +65,26 @@ pub(crate) async fn renew(
                     None => elsewhere.push(index),
                 }
             }
-            let unplaced = elsewhere.len();
+            let mut moved = false;
             for answer in send(calls, across_slots, Naming::Arguments, renewals, &by_node).await {
                 match answer {
                     Ok(chunk) => {
                         answered = true;
-                        for (index, outcome) in chunk {
-                            match outcome {
-                                Some(outcome) => outcomes[index] = outcome,
-                                None => elsewhere.push(index),
+                        for (index, answer) in chunk {
+                            match answer {
+                                Answer::Outcome(outcome) => outcomes[index] = outcome,
+                                Answer::Elsewhere => {
+                                    moved = true;
+                                    elsewhere.push(index);
+                                }
+                                Answer::Confirm => elsewhere.push(index),
                             }
                         }
                     }
                     Err(error) => last_error = Some(error),
                 }
             }
-            if elsewhere.len() > unplaced {
+            if moved {
                 calls.connection().slot_owners_stale();
             }
             by_slot(renewals, elsewhere.into_iter())
@@ -90,9 +94,12 @@ pub(crate) async fn renew(
         match answer {
             Ok(chunk) => {
                 answered = true;
-                for (index, outcome) in chunk {
+                for (index, answer) in chunk {
                     // A keyed script never answers "elsewhere": a moved slot is a redirect.
-                    outcomes[index] = outcome.unwrap_or(RenewOutcome::Unknown);
+                    outcomes[index] = match answer {
+                        Answer::Outcome(outcome) => outcome,
+                        _ => RenewOutcome::Unknown,
+                    };
                 }
             }
             Err(error) => last_error = Some(error),
@@ -119,8 +126,21 @@ fn by_slot(renewals: &[Renewal<'_>], indices: impl Iterator<Item = usize>) -> Ve
     slots.into_values().collect()
 }
 
-/// One chunk's answers: each renewal's index and outcome, `None` for "not served here".
-type Answers = Vec<(usize, Option<RenewOutcome>)>;
+/// What a renewal script said of one lock.
+enum Answer {
+    /// Renewed, not ours, or undecided: the outcome.
+    Outcome(RenewOutcome),
+    /// Not served by the node the script ran on (its slot moved, or is on the move).
+    Elsewhere,
+    /// "Not ours" from a script sent by [`Naming::Arguments`]: to be confirmed by slot. While
+    /// a slot moves, a script sent with `ASKING` to the importing node sees every key of that
+    /// slot there, also one still on the other node, and would call a held lock free.
+    #[cfg(feature = "cluster")]
+    Confirm,
+}
+
+/// One chunk's answers: each renewal's index and what the script said of it.
+type Answers = Vec<(usize, Answer)>;
 
 /// Sends the renewals of each group with `script`, in chunks of at most [`RENEW_CHUNK`], all
 /// at once; one result per chunk.
@@ -186,12 +206,14 @@ async fn send_chunk(
         .iter()
         .zip(reply)
         .map(|(&index, renewed)| {
-            let outcome = match renewed {
-                ELSEWHERE => None,
-                1 if !stand => Some(RenewOutcome::Unknown),
-                renewed => Some(RenewOutcome::from_held(renewed == 1)),
+            let answer = match (renewed, naming) {
+                (ELSEWHERE, _) => Answer::Elsewhere,
+                #[cfg(feature = "cluster")]
+                (0, Naming::Arguments) => Answer::Confirm,
+                (1, _) if !stand => Answer::Outcome(RenewOutcome::Unknown),
+                (renewed, _) => Answer::Outcome(RenewOutcome::from_held(renewed == 1)),
             };
-            (index, outcome)
+            (index, answer)
         })
         .collect())
 }
