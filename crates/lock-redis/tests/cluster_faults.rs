@@ -27,8 +27,8 @@ async fn locker(
     )
 }
 
-/// How many keys every primary holds.
-fn keys_left(cluster: &RedisCluster) -> usize {
+/// `command` (with its arguments) answered by every primary.
+fn on_primaries<T: redis::FromRedisValue>(cluster: &RedisCluster, command: &[&str]) -> Vec<T> {
     (0..cluster.len())
         .filter(|&node| cluster.role(node).unwrap_or(false))
         .map(|node| {
@@ -37,10 +37,21 @@ fn keys_left(cluster: &RedisCluster) -> usize {
                 .client()
                 .get_connection()
                 .expect("connect");
-            redis::cmd("DBSIZE")
-                .query::<usize>(&mut connection)
-                .expect("DBSIZE")
+            let mut query = redis::cmd(command[0]);
+            for arg in &command[1..] {
+                query.arg(*arg);
+            }
+            query
+                .query::<T>(&mut connection)
+                .unwrap_or_else(|error| panic!("{command:?}: {error}"))
         })
+        .collect()
+}
+
+/// How many keys every primary holds.
+fn keys_left(cluster: &RedisCluster) -> usize {
+    on_primaries::<usize>(cluster, &["DBSIZE"])
+        .into_iter()
         .sum()
 }
 
@@ -160,18 +171,9 @@ async fn acknowledgement_is_asked_of_the_locks_primary(cluster: &mut RedisCluste
 
 /// How many scripts the primaries have run by hash, all together.
 fn scripts_run(cluster: &RedisCluster) -> u64 {
-    (0..cluster.len())
-        .filter(|&node| cluster.role(node).unwrap_or(false))
-        .map(|node| {
-            let mut connection = cluster
-                .node(node)
-                .client()
-                .get_connection()
-                .expect("connect");
-            let stats: String = redis::cmd("INFO")
-                .arg("commandstats")
-                .query(&mut connection)
-                .expect("INFO");
+    on_primaries::<String>(cluster, &["INFO", "commandstats"])
+        .iter()
+        .map(|stats| {
             stats
                 .lines()
                 .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))

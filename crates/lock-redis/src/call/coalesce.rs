@@ -166,22 +166,7 @@ pub(crate) fn take_turn<C: Carrier>(
     timeout: Duration,
     make: impl FnOnce() -> Vec<Cmd>,
 ) -> Turn<C> {
-    let coalescer = carrier.coalescer();
-    let mut state = lock(coalescer);
-    if state.in_flight < coalescer.in_flight_limit {
-        state.in_flight += 1;
-        drop(state);
-        return Turn::Alone(Slot {
-            carrier: carrier.clone(),
-        });
-    }
-    let (reply, answer) = oneshot::channel();
-    state.queue.push(Pending {
-        commands: make(),
-        timeout,
-        reply,
-    });
-    Turn::Queued(answer)
+    turn_below(carrier, carrier.coalescer().in_flight_limit, timeout, make)
 }
 
 /// As [`take_turn`], but alone only when nothing at all is in flight: otherwise queued, so it
@@ -193,9 +178,18 @@ pub(crate) fn take_turn_behind<C: Carrier>(
     timeout: Duration,
     make: impl FnOnce() -> Vec<Cmd>,
 ) -> Turn<C> {
-    let coalescer = carrier.coalescer();
-    let mut state = lock(coalescer);
-    if state.in_flight == 0 {
+    turn_below(carrier, 1, timeout, make)
+}
+
+/// A slot when fewer than `limit` pipelines are in flight, else a place in the queue.
+fn turn_below<C: Carrier>(
+    carrier: &Arc<C>,
+    limit: usize,
+    timeout: Duration,
+    make: impl FnOnce() -> Vec<Cmd>,
+) -> Turn<C> {
+    let mut state = lock(carrier.coalescer());
+    if state.in_flight < limit {
         state.in_flight += 1;
         drop(state);
         return Turn::Alone(Slot {

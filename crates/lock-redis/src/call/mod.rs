@@ -262,17 +262,31 @@ impl Calls {
             }
             Turn::Queued(answer) => answer,
         };
+        let (reply, acknowledged) = self
+            .queued_script(answer, || command(true), timeout)
+            .await?;
+        Ok((script_reply(reply, timeout)?, acknowledged))
+    }
+
+    /// The replies of a script call that was queued (`answer`), with what the pipeline's
+    /// replica wait said; after a `NOSCRIPT` (in step: the pipeline's echo said so, the script
+    /// did not run) the call `whole` makes is sent in its place.
+    async fn queued_script(
+        self: &Arc<Self>,
+        answer: tokio::sync::oneshot::Receiver<Result<Vec<Value>>>,
+        whole: impl FnOnce() -> Cmd,
+        timeout: Duration,
+    ) -> Result<(Vec<Value>, Acknowledged)> {
         let mut reply = queued_reply(answer, timeout).await?;
         let mut acknowledged = self.take_acknowledgement(&mut reply);
         if let Some(Value::ServerError(error)) = reply.first()
             && error.kind() == Some(ServerErrorKind::NoScript)
         {
-            // In step (the pipeline's echo said so): the script did not run; send it whole.
             crate::telemetry::noscript_reload();
-            reply = self.send_coalesced(vec![command(true)], timeout).await?;
+            reply = self.send_coalesced(vec![whole()], timeout).await?;
             acknowledged = self.take_acknowledgement(&mut reply);
         }
-        Ok((script_reply(reply, timeout)?, acknowledged))
+        Ok((reply, acknowledged))
     }
 
     /// Runs one lock script about the lock named `route`, as [`Self::run`], but written only
@@ -306,16 +320,10 @@ impl Calls {
             Turn::Queued(answer) => answer,
         };
         // Queued, it shares a pipeline with other calls, which ends with their replicas' wait
-        // when one is asked: its answer is theirs.
-        let mut reply = queued_reply(answer, timeout).await?;
-        let _ = self.take_acknowledgement(&mut reply);
-        if let Some(Value::ServerError(error)) = reply.first()
-            && error.kind() == Some(ServerErrorKind::NoScript)
-        {
-            crate::telemetry::noscript_reload();
-            reply = self.send_coalesced(vec![command(true)], timeout).await?;
-            let _ = self.take_acknowledgement(&mut reply);
-        }
+        // when one is asked: that answer is theirs.
+        let (reply, _theirs) = self
+            .queued_script(answer, || command(true), timeout)
+            .await?;
         script_reply(reply, timeout)
     }
 
