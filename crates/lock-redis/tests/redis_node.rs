@@ -694,3 +694,54 @@ async fn list_locks_finds_either_kind() {
     let none = backend.list_locks("list:*", 1000).await.expect("list");
     assert!(none.locks.is_empty());
 }
+
+/// `with_lock` against a real server: the section's value after a release; `NotAcquired` when
+/// another client holds the lock for the whole wait (the section never runs); `LeaseLost` when
+/// the key is deleted while the section runs (it is stopped within a renewal period).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_lock_reports_not_acquired_and_lease_lost() {
+    let server = start();
+    let (a, b) = (locker(&server).await, locker(&server).await);
+    let value = a
+        .with_lock("with:a", &LockOptions::new(), async |guard| {
+            guard.hold_count()
+        })
+        .await
+        .expect("the section's value");
+    assert_eq!(value, 1);
+    assert!(!a.is_locked("with:a").await.unwrap());
+
+    let held = b.lock("with:a").await.unwrap();
+    let refused = a
+        .with_lock(
+            "with:a",
+            &LockOptions::new().wait(Duration::from_millis(200)),
+            async |_| panic!("the section must not run"),
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(Error::NotAcquired { .. })),
+        "{refused:?}"
+    );
+    assert!(refused.unwrap_err().is_retryable());
+    assert_eq!(held.release().await.unwrap(), ReleaseOutcome::Released);
+
+    let mut raw = server.connection().await;
+    let options = LockOptions::new().watchdog_lease(Duration::from_millis(600));
+    let started = Instant::now();
+    let (lost, ()) = tokio::join!(
+        a.with_lock("with:a", &options, async |_| {
+            sleep(Duration::from_secs(10)).await;
+        }),
+        async {
+            sleep(Duration::from_millis(100)).await;
+            let _: i64 = query(&mut raw, &["DEL", "with:a"]).await;
+        },
+    );
+    assert!(matches!(lost, Err(Error::LeaseLost)), "{lost:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
