@@ -181,7 +181,9 @@ pub(crate) fn take_turn_behind<C: Carrier>(
     turn_below(carrier, 1, timeout, make)
 }
 
-/// A slot when fewer than `limit` pipelines are in flight, else a place in the queue.
+/// A slot when fewer than `limit` pipelines are in flight and nothing is queued, else a place
+/// in the queue. Never past a queued call: a cleanup queued behind the pipelines in flight must
+/// not be overtaken by a later call (say, the same owner's next acquire, which it would undo).
 fn turn_below<C: Carrier>(
     carrier: &Arc<C>,
     limit: usize,
@@ -189,7 +191,7 @@ fn turn_below<C: Carrier>(
     make: impl FnOnce() -> Vec<Cmd>,
 ) -> Turn<C> {
     let mut state = lock(carrier.coalescer());
-    if state.in_flight < limit {
+    if state.in_flight < limit && state.queue.is_empty() {
         state.in_flight += 1;
         drop(state);
         return Turn::Alone(Slot {
