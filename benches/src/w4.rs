@@ -4,7 +4,7 @@
 //! must grant), `redlock-n` (`Locker<RedLock>`: a majority must grant) and `rslock-n` (rslock's
 //! Redlock `LockManager` over the same nodes), next to one `single` row (`Locker<RedisBackend>`
 //! on node 0). The distlock rows take a fixed 30 s lease without waiting
-//! (`lock_with(no_wait().lease(30 s))`, as W1's `distlock-fixed`), rslock asks for the same TTL.
+//! (`lock_with(no_wait().fixed_lease(30 s))`, as W1's `distlock-fixed`), rslock asks for the same TTL.
 //! Every row has its own connections, and all rows of all node counts run in one interleaved
 //! sequence of chunks, as in W1, so a slow spell of the machine hits them all alike.
 

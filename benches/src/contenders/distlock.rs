@@ -9,7 +9,7 @@ use super::{BenchError, LEASE};
 /// Which entry point takes the lock.
 #[derive(Clone, Copy, Debug)]
 pub enum Mode {
-    /// `lock_with(no_wait().lease(30 s))`: no watchdog.
+    /// `lock_with(no_wait().fixed_lease(30 s))`: no watchdog.
     Fixed,
     /// `try_lock`: no wait, watchdog lease (registers with the watchdog).
     TryLock,
@@ -65,14 +65,14 @@ impl<B: LockBackend> Distlock<B> {
         Distlock {
             locker: Locker::new(backend),
             mode,
-            fixed: LockOptions::new().no_wait().lease(LEASE),
+            fixed: LockOptions::new().no_wait().fixed_lease(LEASE),
         }
     }
 
     /// One lock + release.
     pub async fn lock_unlock(&self, key: &str) -> Result<(), BenchError> {
         let guard = match self.mode {
-            Mode::Fixed => self.locker.lock_with(key, &self.fixed).await?,
+            Mode::Fixed => Some(self.locker.lock_with(key, &self.fixed).await?),
             Mode::TryLock => self.locker.try_lock(key).await?,
             Mode::Lock => Some(self.locker.lock(key).await?),
         };

@@ -12,7 +12,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use distlock::{LockGuard, LockOptions, RedisBackend, RedisLocker};
+use distlock::{Error, Fencing, LockGuard, LockOptions, RedisBackend, RedisLocker};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -52,9 +52,20 @@ pub async fn run(locker: RedisLocker, args: RunArgs) -> ExitCode {
         Some(wait) if wait.is_zero() => options.no_wait(),
         Some(wait) => options.wait(wait),
     };
+    // The fencing choice is part of the options' type: two instances of one body.
     if args.fencing_env.is_some() {
-        options = options.fencing(true);
+        run_as(locker, args, options.fenced()).await
+    } else {
+        run_as(locker, args, options).await
     }
+}
+
+/// `distlock run` with options of either fencing kind.
+async fn run_as<F: Fencing>(
+    locker: RedisLocker,
+    args: RunArgs,
+    options: LockOptions<F>,
+) -> ExitCode {
     let (mut interrupt, mut terminate) = match (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
@@ -72,8 +83,8 @@ pub async fn run(locker: RedisLocker, args: RunArgs) -> ExitCode {
         _ = terminate.recv() => return exit::of_signal(Signal::SIGTERM),
     };
     let guard = match acquired {
-        Ok(Some(guard)) => guard,
-        Ok(None) => {
+        Ok(guard) => guard,
+        Err(Error::NotAcquired { .. }) => {
             eprintln!(
                 "distlock: {:?} is held by another owner; not acquired within --wait",
                 args.name
@@ -88,17 +99,9 @@ pub async fn run(locker: RedisLocker, args: RunArgs) -> ExitCode {
 
     let mut command = Command::new(&args.command[0]);
     command.args(&args.command[1..]);
-    if let Some(variable) = &args.fencing_env {
-        match guard.fencing_token() {
-            Some(token) => {
-                command.env(variable, token.to_string());
-            }
-            None => {
-                eprintln!("distlock: the backend handed out no fencing token");
-                release(guard).await;
-                return exit::code(exit::BACKEND_ERROR);
-            }
-        }
+    // Fenced options (asked for with --fencing-env) always carry a token.
+    if let (Some(variable), Some(token)) = (&args.fencing_env, F::token_of(guard.token())) {
+        command.env(variable, token.to_string());
     }
     let mut child = match command.spawn() {
         Ok(child) => child,
@@ -137,11 +140,11 @@ pub async fn run(locker: RedisLocker, args: RunArgs) -> ExitCode {
 }
 
 /// Acquires `name`, showing a progress line on stderr while waiting when it is a terminal.
-async fn acquire(
+async fn acquire<F: Fencing>(
     locker: &RedisLocker,
     name: &str,
-    options: &LockOptions,
-) -> distlock::Result<Option<LockGuard<RedisBackend>>> {
+    options: &LockOptions<F>,
+) -> distlock::Result<LockGuard<RedisBackend, F>> {
     let waiting = locker.lock_with(name, options);
     if !std::io::stderr().is_terminal() {
         return waiting.await;
@@ -180,9 +183,9 @@ async fn acquire(
 
 /// Passes `signal` on to the command, waits for it (SIGKILL after `grace`), releases, and
 /// exits with the command's status.
-async fn finish_on_signal(
+async fn finish_on_signal<F: Fencing>(
     mut child: Child,
-    guard: LockGuard<RedisBackend>,
+    guard: LockGuard<RedisBackend, F>,
     signal: Signal,
     grace: Duration,
 ) -> ExitCode {
@@ -213,7 +216,7 @@ async fn stop(
 }
 
 /// Releases the lock, saying so when that fails (the lease ends it anyway).
-async fn release(guard: LockGuard<RedisBackend>) {
+async fn release<F: Fencing>(guard: LockGuard<RedisBackend, F>) {
     let name = guard.name().to_owned();
     if let Err(error) = guard.release().await {
         eprintln!("distlock: could not release {name:?} ({error}); its lease will end it");

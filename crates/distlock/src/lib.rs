@@ -10,7 +10,11 @@
 //! - [`Locker::try_lock`] makes one attempt; [`Locker::lock_with`] takes [`LockOptions`]: a wait
 //!   deadline, a fixed lease or a watchdog lease, an explicit [`Owner`], a fencing token.
 //! - Locks are reentrant per [`Owner`]; by default the owner is the current tokio task.
-//! - "Someone else holds it" is never an error: it is `Ok(None)`, or more waiting.
+//! - "Someone else holds it" is `Ok(None)` from [`Locker::try_lock`], more waiting from
+//!   [`Locker::lock`], and [`Error::NotAcquired`] from [`Locker::lock_with`] when its wait ends:
+//!   a guard is never wrapped in an `Option` that cannot be `None`.
+//! - A fencing token is asked for in the options' type ([`LockOptions::fenced`]); such guards
+//!   have [`LockGuard::fencing_token`] returning the token itself.
 //! - [`LockGuard::lost`] resolves if the lease is lost anyway; race it against the critical
 //!   section with `tokio::select!`. [`LockGuard::release`] reports a [`ReleaseOutcome`]:
 //!   [`ReleaseOutcome::NotHeld`] means the lock had expired or was deleted meanwhile.
@@ -30,7 +34,8 @@
 //!
 //! // Another owner does not get it while the guard lives.
 //! let other = LockOptions::new().no_wait().owner(Owner::new());
-//! assert!(locker.lock_with("orders:42", &other).await?.is_none());
+//! let refused = locker.lock_with("orders:42", &other).await;
+//! assert!(matches!(refused, Err(distlock::Error::NotAcquired { .. })));
 //!
 //! tokio::select! {
 //!     () = async { /* the critical section */ } => {}
@@ -51,13 +56,13 @@
 //!
 //! let locker = distlock::connect("redis://127.0.0.1:6379/").await?;
 //!
-//! // Wait at most 5 s; keep the lock with a watchdog while the guard lives.
+//! // Wait at most 5 s (then `Error::NotAcquired`); keep the lock with a watchdog while the
+//! // guard lives.
 //! let options = LockOptions::new().wait(Duration::from_secs(5));
-//! if let Some(guard) = locker.lock_with("invoice:7", &options).await? {
-//!     // ... the critical section ...
-//!     if !guard.release().await?.was_held() {
-//!         eprintln!("the lock expired before release: the critical section may have overlapped");
-//!     }
+//! let guard = locker.lock_with("invoice:7", &options).await?;
+//! // ... the critical section ...
+//! if !guard.release().await?.was_held() {
+//!     eprintln!("the lock expired before release: the critical section may have overlapped");
 //! }
 //! # Ok(())
 //! # }
@@ -144,9 +149,9 @@
 pub use lock_core::{backend, error, notify, options};
 
 pub use lock_core::{
-    AcquireOutcome, AcquireRequest, BoxFuture, DynLockBackend, Error, Grant, Lease, LeaseLoss,
-    LockBackend, LockGuard, LockOptions, LockState, Locker, MemoryBackend, Owner, ReleaseHub,
-    ReleaseOutcome, ReleaseWatch, Renewal, Result, Wait,
+    AcquireOutcome, AcquireRequest, BoxFuture, DynLockBackend, Error, Fenced, Fencing, Grant,
+    Lease, LeaseLoss, LockBackend, LockGuard, LockOptions, LockState, Locker, MemoryBackend, Owner,
+    ReleaseHub, ReleaseOutcome, ReleaseWatch, Renewal, Result, Unfenced, Wait,
 };
 
 /// The Redis / Valkey backend: the `lock-redis` crate (feature `redis`).

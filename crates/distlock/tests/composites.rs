@@ -16,11 +16,11 @@ async fn connect_redlock_locks_over_a_majority() {
 
     let guard = locker.lock("composites:redlock").await.expect("lock");
     let other = LockOptions::new().no_wait().owner(Owner::new());
-    let second = locker
-        .lock_with("composites:redlock", &other)
-        .await
-        .expect("second attempt");
-    assert!(second.is_none(), "another owner got a held lock");
+    let second = locker.lock_with("composites:redlock", &other).await;
+    assert!(
+        matches!(second, Err(Error::NotAcquired { .. })),
+        "another owner got a held lock: {second:?}"
+    );
     assert_eq!(
         guard.release().await.expect("release"),
         ReleaseOutcome::Released

@@ -9,6 +9,7 @@ use tracing::Instrument;
 
 use crate::backend::{LockBackend, ReleaseOutcome, RenewOutcome};
 use crate::error::{Error, Result};
+use crate::fencing::{Fenced, Fencing, Unfenced};
 use crate::hold::{Hold, LeaseLoss};
 use crate::holds::Busy;
 use crate::options::check_lease;
@@ -29,6 +30,12 @@ use crate::telemetry;
 /// tokio runtime; it never blocks. Outside a runtime, or if that release fails, the lease is the
 /// safety net: the lock expires when its lease runs out.
 ///
+/// # Fencing
+///
+/// `F` says whether the acquire asked for a fencing token: [`Unfenced`] (the default) or
+/// [`Fenced`] (from [`crate::LockOptions::fenced`]), whose guards have
+/// [`LockGuard::fencing_token`].
+///
 /// # Example
 ///
 /// ```
@@ -46,36 +53,62 @@ use crate::telemetry;
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
 #[clippy::has_significant_drop]
-pub struct LockGuard<B: LockBackend> {
+pub struct LockGuard<B: LockBackend, F: Fencing = Unfenced> {
     locker: Arc<LockerShared<B>>,
     /// Name, owner, lease and lease status, shared with the watchdog and the hold book.
     hold: Arc<Hold>,
     hold_count: u32,
-    fencing_token: Option<u64>,
+    fencing_token: F::Token,
     watchdog_id: Option<u64>,
     finished: bool,
 }
 
-impl<B: LockBackend> std::fmt::Debug for LockGuard<B> {
+impl<B: LockBackend, F: Fencing> std::fmt::Debug for LockGuard<B, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
             .field("name", &self.hold.name())
             .field("owner", &self.hold.field())
             .field("hold_count", &self.hold_count)
-            .field("fencing_token", &self.fencing_token)
+            .field("fencing_token", &F::token_of(self.fencing_token))
             .field("watchdog", &self.watchdog_id.is_some())
             .finish_non_exhaustive()
     }
 }
 
-impl<B: LockBackend> LockGuard<B> {
+impl<B: LockBackend> LockGuard<B, Fenced> {
+    /// The fencing token of this grant: it strictly increases with every grant of this lock
+    /// name. Pass it to the resource you protect so it can refuse writes from an older holder.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use lock_core::{LockOptions, Locker, MemoryBackend};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_core::Error> {
+    /// let locker = Locker::new(MemoryBackend::new());
+    /// let first = locker.lock_with("ledger", &LockOptions::new().fenced()).await?;
+    /// let token = first.fencing_token();
+    /// first.release().await?;
+    /// let second = locker.lock_with("ledger", &LockOptions::new().fenced()).await?;
+    /// assert!(second.fencing_token() > token);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn fencing_token(&self) -> u64 {
+        self.fencing_token
+    }
+}
+
+impl<B: LockBackend, F: Fencing> LockGuard<B, F> {
     /// The guard of a granted `hold`, already counted in the hold book (and registered with the
     /// watchdog as `watchdog_id` in watchdog mode).
     pub(crate) fn new(
         locker: Arc<LockerShared<B>>,
         hold: Arc<Hold>,
         hold_count: u32,
-        fencing_token: Option<u64>,
+        fencing_token: F::Token,
         watchdog_id: Option<u64>,
     ) -> Self {
         LockGuard {
@@ -112,11 +145,11 @@ impl<B: LockBackend> LockGuard<B> {
         self.hold_count
     }
 
-    /// The fencing token, when asked for with [`crate::LockOptions::fencing`]. It strictly
-    /// increases with every grant of this lock name; pass it to the resource you protect so it can
-    /// refuse writes from an older holder.
+    /// The guard's token as its fencing kind carries it: `()` for [`Unfenced`], the token for
+    /// [`Fenced`]. For code generic over both (`F::token_of(guard.token())` is an
+    /// `Option<u64>`); with a known kind, [`LockGuard::fencing_token`] reads better.
     #[must_use]
-    pub fn fencing_token(&self) -> Option<u64> {
+    pub fn token(&self) -> F::Token {
         self.fencing_token
     }
 
@@ -289,7 +322,7 @@ impl<B: LockBackend> LockGuard<B> {
     }
 }
 
-impl<B: LockBackend> Drop for LockGuard<B> {
+impl<B: LockBackend, F: Fencing> Drop for LockGuard<B, F> {
     fn drop(&mut self) {
         if self.finished {
             return;

@@ -25,8 +25,9 @@
 //! - `watchdog`: batched renewals of watchdog-mode leases.
 //! - `hold`: the record of one hold (name, owner, lease, lease status), shared by its guard, the
 //!   watchdog and the hold book.
-//! - `memory`, `backend`, `notify`, `options`, `owner`, `error`: the in-memory backend, the
-//!   backend contract, release notifications, options and checks, owners, errors.
+//! - `memory`, `backend`, `notify`, `options`, `fencing`, `owner`, `error`: the in-memory
+//!   backend, the backend contract, release notifications, options and checks, the fencing
+//!   choice carried in the types, owners, errors.
 //!
 //! # Example
 //!
@@ -53,6 +54,7 @@
 
 pub mod backend;
 pub mod error;
+mod fencing;
 mod guard;
 mod hold;
 mod holds;
@@ -71,6 +73,7 @@ pub use backend::{
     ReleaseOutcome, RenewOutcome, Renewal,
 };
 pub use error::{Error, Result};
+pub use fencing::{Fenced, Fencing, Unfenced};
 pub use guard::LockGuard;
 pub use hold::LeaseLoss;
 pub use locker::Locker;

@@ -7,6 +7,7 @@ use tracing::Instrument;
 
 use crate::backend::{LockBackend, LockState, ReleaseOutcome};
 use crate::error::{Error, Result};
+use crate::fencing::Fencing;
 use crate::guard::LockGuard;
 use crate::hold::{Hold, HoldKey};
 use crate::options::{Lease, LockOptions};
@@ -34,14 +35,16 @@ use crate::waiter::{Granted, Waiter};
 ///
 /// // Another owner does not wait at all...
 /// let other = lock_core::Owner::new();
-/// let busy = locker.lock_with("invoice:7", &LockOptions::new().no_wait().owner(other)).await?;
-/// assert!(busy.is_none());
+/// let busy = locker.lock_with("invoice:7", &LockOptions::new().no_wait().owner(other)).await;
+/// assert!(matches!(busy, Err(lock_core::Error::NotAcquired { .. })));
 /// drop(guard);
 ///
 /// // ...or waits at most 2 s for a lock that expires on its own after 10 s.
-/// let options = LockOptions::new().wait(Duration::from_secs(2)).lease(Duration::from_secs(10));
+/// let options = LockOptions::new()
+///     .wait(Duration::from_secs(2))
+///     .fixed_lease(Duration::from_secs(10));
 /// let guard = locker.lock_with("invoice:7", &options.owner(other)).await?;
-/// assert!(guard.is_some());
+/// assert!(!guard.is_watchdog());
 /// # Ok(())
 /// # }
 /// ```
@@ -103,8 +106,7 @@ impl<B: LockBackend> Locker<B> {
     /// is in flight may leave a hold that the store applied; no watchdog renews it, so it expires
     /// within its lease.
     pub async fn lock(&self, name: &str) -> Result<LockGuard<B>> {
-        let guard = self.lock_with(name, &LockOptions::new()).await?;
-        Ok(guard.expect("waiting forever only ends with the lock or an error"))
+        self.lock_with(name, &LockOptions::new()).await
     }
 
     /// One attempt, no waiting: `Ok(None)` when someone else holds the lock.
@@ -117,11 +119,12 @@ impl<B: LockBackend> Locker<B> {
     ///
     /// As [`Locker::lock`] while the attempt is in flight.
     pub async fn try_lock(&self, name: &str) -> Result<Option<LockGuard<B>>> {
-        self.lock_with(name, &LockOptions::new().no_wait()).await
+        self.acquire(name, &LockOptions::new().no_wait()).await
     }
 
     /// Takes the lock with explicit options: wait deadline, fixed lease or watchdog, owner,
-    /// fencing token. Returns `Ok(None)` when the wait ends without the lock.
+    /// fencing token ([`LockOptions::fenced`] gives a guard whose
+    /// [`LockGuard::fencing_token`] is the token itself).
     ///
     /// Waiting follows one rule: register for release notifications, then try, then wait for a
     /// notification, a timer capped by the holder's remaining lease, or the deadline, whichever
@@ -130,6 +133,11 @@ impl<B: LockBackend> Locker<B> {
     /// whose nodes split) is retried after the delay it asks for.
     ///
     /// # Errors
+    ///
+    /// [`Error::NotAcquired`] when the wait of `options` ended (or its single attempt, with
+    /// [`LockOptions::no_wait`], found the lock held) without the lock: retryable, and the only
+    /// error that means "held by someone else". With the default wait (forever) it is never
+    /// returned.
     ///
     /// [`crate::Error::InvalidName`] and [`crate::Error::InvalidOptions`] before any I/O, and
     /// [`crate::Error::NotReentrant`] when the backend is not reentrant and this owner already
@@ -142,11 +150,26 @@ impl<B: LockBackend> Locker<B> {
     /// # Cancel safety
     ///
     /// As [`Locker::lock`].
-    pub async fn lock_with(
+    pub async fn lock_with<F: Fencing>(
         &self,
         name: &str,
-        options: &LockOptions,
-    ) -> Result<Option<LockGuard<B>>> {
+        options: &LockOptions<F>,
+    ) -> Result<LockGuard<B, F>> {
+        match self.acquire(name, options).await? {
+            Some(guard) => Ok(guard),
+            None => Err(Error::NotAcquired {
+                name: name.to_owned(),
+            }),
+        }
+    }
+
+    /// Checks the input, then acquires as `options` say: `Ok(None)` when the wait ended without
+    /// the lock.
+    async fn acquire<F: Fencing>(
+        &self,
+        name: &str,
+        options: &LockOptions<F>,
+    ) -> Result<Option<LockGuard<B, F>>> {
         self.shared.backend.check_name(name)?;
         options.validate()?;
         let owner = options
@@ -196,7 +219,17 @@ impl<B: LockBackend> Locker<B> {
         let Some(granted) = acquired? else {
             return Ok(None);
         };
-        Ok(Some(self.make_guard(key, lease, granted)))
+        // Checked before the guard exists: a guard dropped here would release in the
+        // background, which is what we want for a grant we cannot hand out.
+        let token = match F::from_grant(granted.grant.fencing_token) {
+            Ok(token) => token,
+            Err(error) => {
+                let unusable: LockGuard<B> = self.make_guard(key, lease, granted, ());
+                drop(unusable);
+                return Err(error);
+            }
+        };
+        Ok(Some(self.make_guard(key, lease, granted, token)))
     }
 
     /// Holds the lock `name` while `critical` runs, and returns what it returns: acquires with
@@ -229,28 +262,24 @@ impl<B: LockBackend> Locker<B> {
     /// use lock_core::{LockOptions, Locker, MemoryBackend};
     ///
     /// let locker = Locker::new(MemoryBackend::new());
-    /// let options = LockOptions::new().fencing(true);
-    /// let written = locker
+    /// let options = LockOptions::new().fenced();
+    /// let token = locker
     ///     .with_lock("reports:daily", &options, async |guard| {
     ///         // ... the critical section, writing with `guard.fencing_token()` ...
-    ///         guard.fencing_token().is_some()
+    ///         guard.fencing_token()
     ///     })
     ///     .await?;
-    /// assert!(written);
+    /// assert!(token > 0);
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn with_lock<T>(
+    pub async fn with_lock<T, F: Fencing>(
         &self,
         name: &str,
-        options: &LockOptions,
-        critical: impl AsyncFnOnce(&LockGuard<B>) -> T,
+        options: &LockOptions<F>,
+        critical: impl AsyncFnOnce(&LockGuard<B, F>) -> T,
     ) -> Result<T> {
-        let Some(guard) = self.lock_with(name, options).await? else {
-            return Err(Error::NotAcquired {
-                name: name.to_owned(),
-            });
-        };
+        let guard = self.lock_with(name, options).await?;
         let finished = {
             let section = critical(&guard);
             tokio::select! {
@@ -276,7 +305,13 @@ impl<B: LockBackend> Locker<B> {
 
     /// Builds the guard of a granted hold: its record, its watchdog registration (in watchdog
     /// mode) and its count in the hold book.
-    fn make_guard(&self, key: HoldKey, lease: Lease, granted: Granted) -> LockGuard<B> {
+    fn make_guard<F: Fencing>(
+        &self,
+        key: HoldKey,
+        lease: Lease,
+        granted: Granted,
+        token: F::Token,
+    ) -> LockGuard<B, F> {
         let Granted { grant, sent_at } = granted;
         let valid_until = sent_at
             + lease
@@ -297,7 +332,7 @@ impl<B: LockBackend> Locker<B> {
             self.shared.clone(),
             hold,
             grant.hold_count,
-            grant.fencing_token,
+            token,
             watchdog_id,
         )
     }
@@ -368,9 +403,8 @@ mod tests {
         let locker = Locker::new(MemoryBackend::new());
         let guard = locker.lock("a").await.unwrap();
         let fixed = locker
-            .lock_with("b", &LockOptions::new().lease(Duration::from_secs(5)))
+            .lock_with("b", &LockOptions::new().fixed_lease(Duration::from_secs(5)))
             .await
-            .unwrap()
             .unwrap();
         assert_eq!(
             locker.shared.watchdog.registered(),
@@ -394,7 +428,7 @@ mod tests {
             .watchdog_lease(Duration::from_millis(300))
             .max_hold(Duration::from_secs(1));
         let started = Instant::now();
-        let guard = locker.lock_with("capped", &options).await.unwrap().unwrap();
+        let guard = locker.lock_with("capped", &options).await.unwrap();
         assert_eq!(guard.lost().await, LeaseLoss::Expired);
         let held_for = started.elapsed();
         assert!(
@@ -419,7 +453,7 @@ mod tests {
         let second = tokio::runtime::Runtime::new().unwrap();
         second.block_on(async {
             let options = LockOptions::new().watchdog_lease(Duration::from_millis(300));
-            let guard = locker.lock_with("second", &options).await.unwrap().unwrap();
+            let guard = locker.lock_with("second", &options).await.unwrap();
             tokio::time::sleep(Duration::from_millis(900)).await;
             assert!(!guard.is_lost(), "renewed by a new renewal task");
         });
@@ -456,7 +490,7 @@ mod tests {
         let mut guards = Vec::new();
         for n in 0..400 {
             let name = format!("stretch:{n}");
-            guards.push(locker.lock_with(&name, &options).await.unwrap().unwrap());
+            guards.push(locker.lock_with(&name, &options).await.unwrap());
             if n % 2 == 1 {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
@@ -565,7 +599,7 @@ mod tests {
             locker.lock_with("b", &options),
         );
         assert!(dropped.is_err(), "dropped before its answer");
-        let guard = granted.unwrap().unwrap();
+        let guard = granted.unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
         let other = Locker::new(locker.backend().inner.new_client());
         assert!(
@@ -596,7 +630,7 @@ mod tests {
     async fn renewals_keep_a_watchdog_lease_for_long() {
         let locker = Locker::new(MemoryBackend::new());
         let options = LockOptions::new().watchdog_lease(Duration::from_millis(300));
-        let guard = locker.lock_with("long", &options).await.unwrap().unwrap();
+        let guard = locker.lock_with("long", &options).await.unwrap();
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert!(!guard.is_lost());
         assert!(guard.remaining() > Duration::from_millis(150));
@@ -751,7 +785,7 @@ mod tests {
         backend.failing_abandons.store(1, Ordering::SeqCst);
         let options = LockOptions::new()
             .no_wait()
-            .lease(Duration::from_millis(100));
+            .fixed_lease(Duration::from_millis(100));
         assert!(locker.lock_with("lapse", &options).await.is_err());
         assert!(locker.shared.holds.may_have_debts());
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -768,7 +802,7 @@ mod tests {
     /// applied and whose cleanup fails: a debt of one unseen hold. Returns the outer guard.
     async fn outer_hold_with_a_debt(locker: &Locker<Scripted>, name: &str) -> LockGuard<Scripted> {
         let options = LockOptions::new().watchdog_lease(Duration::from_millis(300));
-        let outer = locker.lock_with(name, &options).await.unwrap().unwrap();
+        let outer = locker.lock_with(name, &options).await.unwrap();
         let backend = locker.backend();
         backend.apply_then_lose.store(true, Ordering::SeqCst);
         backend.failing_abandons.store(1, Ordering::SeqCst);
@@ -816,7 +850,7 @@ mod tests {
             .failing_renewals
             .store(true, Ordering::SeqCst);
         let options = LockOptions::new().watchdog_lease(Duration::from_millis(300));
-        let guard = locker.lock_with("r", &options).await.unwrap().unwrap();
+        let guard = locker.lock_with("r", &options).await.unwrap();
         tokio::time::sleep(Duration::from_millis(600)).await;
         assert_eq!(guard.lost().await, LeaseLoss::Expired);
         let calls = locker.backend().renew_calls.load(Ordering::SeqCst);
@@ -837,8 +871,7 @@ mod tests {
         let locker = Locker::new(Scripted::new(vec![contended(), contended()]));
         let started = Instant::now();
         let options = LockOptions::new().wait(Duration::from_secs(1));
-        let guard = locker.lock_with("c", &options).await.unwrap();
-        assert!(guard.is_some());
+        let _guard = locker.lock_with("c", &options).await.unwrap();
         assert_eq!(started.elapsed(), Duration::from_millis(200));
         // Without a wait, a contended attempt is simply not granted.
         let locker = Locker::new(Scripted::new(vec![contended()]));
@@ -849,8 +882,8 @@ mod tests {
     async fn retryable_errors_are_retried_within_the_wait() {
         let locker = Locker::new(Scripted::new(vec![lost_connection(), lost_connection()]));
         let options = LockOptions::new().wait(Duration::from_secs(1));
-        let guard = locker.lock_with("e", &options).await.unwrap();
-        assert!(guard.is_some(), "two transient errors, then granted");
+        let granted = locker.lock_with("e", &options).await;
+        assert!(granted.is_ok(), "two transient errors, then granted");
         assert_eq!(locker.backend().left(), 0);
 
         // Without a deadline (`lock()`) they are ridden through, after 50, 100, 200 ms (each
@@ -909,11 +942,11 @@ mod tests {
         backend.drift = Duration::from_millis(300);
         let locker = Locker::new(backend);
         let sent_at = Instant::now();
-        let options = LockOptions::new().lease(Duration::from_secs(10));
-        let guard = locker.lock_with("d", &options).await.unwrap().unwrap();
+        let options = LockOptions::new().fixed_lease(Duration::from_secs(10));
+        let guard = locker.lock_with("d", &options).await.unwrap();
         assert_eq!(guard.valid_until(), sent_at + Duration::from_millis(9700));
         let watched = LockOptions::new().watchdog_lease(Duration::from_secs(3));
-        let guard = locker.lock_with("w", &watched).await.unwrap().unwrap();
+        let guard = locker.lock_with("w", &watched).await.unwrap();
         tokio::time::sleep(Duration::from_secs(10)).await;
         assert!(!guard.is_lost());
         assert!(guard.remaining() <= Duration::from_millis(2700));

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
+use std::marker::PhantomData;
+
 use crate::error::{Error, Result};
+use crate::fencing::{Fenced, Fencing, Unfenced};
 use crate::owner::Owner;
 
 /// Longest accepted lock name, in bytes.
@@ -73,6 +76,10 @@ impl Lease {
 /// The defaults match [`crate::Locker::lock`]: wait forever, watchdog mode with a 30 s lease,
 /// owned by the current task, no fencing token.
 ///
+/// Whether a fencing token is asked for is part of the type: [`LockOptions::fenced`] turns
+/// `LockOptions` (that is, `LockOptions<Unfenced>`) into `LockOptions<Fenced>`, whose guards
+/// have [`crate::LockGuard::fencing_token`] returning the token itself, not an `Option`.
+///
 /// # Example
 ///
 /// ```
@@ -81,17 +88,17 @@ impl Lease {
 ///
 /// let options = LockOptions::new()
 ///     .wait(Duration::from_secs(2))
-///     .lease(Duration::from_secs(10))
+///     .fixed_lease(Duration::from_secs(10))
 ///     .owner(Owner::new())
-///     .fencing(true);
+///     .fenced();
 /// assert!(!options.lease_mode().is_watchdog());
 /// ```
 #[derive(Clone, Debug)]
-pub struct LockOptions {
+pub struct LockOptions<F: Fencing = Unfenced> {
     wait: Wait,
     lease: Lease,
     owner: Option<Owner>,
-    fencing: bool,
+    fencing: PhantomData<F>,
 }
 
 impl Default for LockOptions {
@@ -103,7 +110,7 @@ impl Default for LockOptions {
                 max_hold: None,
             },
             owner: None,
-            fencing: false,
+            fencing: PhantomData,
         }
     }
 }
@@ -115,6 +122,21 @@ impl LockOptions {
         Self::default()
     }
 
+    /// Ask for a fencing token: a number that strictly increases with every grant of this
+    /// name, read with [`crate::LockGuard::fencing_token`]. Pass it to the resource you
+    /// protect so it can refuse writes from an older holder.
+    #[must_use]
+    pub fn fenced(self) -> LockOptions<Fenced> {
+        LockOptions {
+            wait: self.wait,
+            lease: self.lease,
+            owner: self.owner,
+            fencing: PhantomData,
+        }
+    }
+}
+
+impl<F: Fencing> LockOptions<F> {
     /// Wait at most `wait` for the lock; `lock_with` then returns `Ok(None)`.
     #[must_use]
     pub fn wait(mut self, wait: Duration) -> Self {
@@ -136,9 +158,11 @@ impl LockOptions {
         self
     }
 
-    /// A fixed lease: the lock expires after `lease` unless released or extended; no watchdog.
+    /// A fixed lease, **no watchdog**: the lock expires after `lease` unless released or
+    /// extended ([`crate::LockGuard::extend`]). For a lease the watchdog keeps renewing, use
+    /// [`LockOptions::watchdog_lease`].
     #[must_use]
-    pub fn lease(mut self, lease: Duration) -> Self {
+    pub fn fixed_lease(mut self, lease: Duration) -> Self {
         self.lease = Lease::Fixed(lease);
         self
     }
@@ -176,13 +200,6 @@ impl LockOptions {
         self
     }
 
-    /// Ask for a fencing token: a number that strictly increases with every grant of this name.
-    #[must_use]
-    pub fn fencing(mut self, fencing: bool) -> Self {
-        self.fencing = fencing;
-        self
-    }
-
     /// The wait policy.
     #[must_use]
     pub fn wait_policy(&self) -> Wait {
@@ -204,7 +221,7 @@ impl LockOptions {
     /// Whether a fencing token is requested.
     #[must_use]
     pub fn wants_fencing(&self) -> bool {
-        self.fencing
+        F::WANTED
     }
 
     /// Checks every option; returns the wait as an optional duration (`None` = forever).
@@ -296,9 +313,9 @@ mod tests {
     #[test]
     fn rejects_bad_durations() {
         for options in [
-            LockOptions::new().lease(Duration::ZERO),
-            LockOptions::new().lease(Duration::from_millis(9)),
-            LockOptions::new().lease(MAX_DURATION + Duration::from_secs(1)),
+            LockOptions::new().fixed_lease(Duration::ZERO),
+            LockOptions::new().fixed_lease(Duration::from_millis(9)),
+            LockOptions::new().fixed_lease(MAX_DURATION + Duration::from_secs(1)),
             LockOptions::new().watchdog_lease(Duration::from_millis(2)),
             LockOptions::new().wait(Duration::ZERO),
             LockOptions::new().wait(Duration::MAX),

@@ -844,12 +844,14 @@ mod tests {
         let foreign = stores[1].new_client();
         let foreign = Locker::new(foreign);
         let held = foreign
-            .lock_with("x", &LockOptions::new().lease(Duration::from_secs(5)))
+            .lock_with("x", &LockOptions::new().fixed_lease(Duration::from_secs(5)))
             .await
-            .unwrap()
             .unwrap();
         let options = LockOptions::new().no_wait().owner(Owner::new());
-        assert!(locker.lock_with("x", &options).await.unwrap().is_none());
+        assert!(matches!(
+            locker.lock_with("x", &options).await,
+            Err(Error::NotAcquired { .. })
+        ));
         for (i, store) in stores.iter().enumerate() {
             let state = Locker::new(store.new_client()).state("x").await.unwrap();
             let expected = usize::from(i == 1);
@@ -875,11 +877,7 @@ mod tests {
         assert_eq!(backend.forwarding_tasks(), 1);
         let started = Instant::now();
         assert_eq!(held.release().await.unwrap(), ReleaseOutcome::Released);
-        let guard = waiter
-            .await
-            .unwrap()
-            .unwrap()
-            .expect("woken by the release");
+        let guard = waiter.await.unwrap().expect("woken by the release");
         assert!(started.elapsed() < Duration::from_secs(1));
         assert_eq!(
             backend.forwarding_tasks(),
@@ -952,7 +950,7 @@ mod tests {
         let options = LockOptions::new().no_wait().owner(Owner::new());
 
         let started = Instant::now();
-        let guard = locker.lock_with("late", &options).await.unwrap().unwrap();
+        let guard = locker.lock_with("late", &options).await.unwrap();
         assert!(
             started.elapsed() < delay,
             "granted by the quorum without waiting for the slow node: {:?}",
@@ -1021,12 +1019,8 @@ mod tests {
     async fn an_extend_right_after_the_grant_waits_for_the_late_node() {
         let late = late_third_node(Duration::from_millis(150), Duration::from_secs(1));
         let (stores, locker) = (late.stores, Locker::from_arc(late.backend));
-        let options = LockOptions::new().lease(Duration::from_secs(5));
-        let guard = locker
-            .lock_with("extended", &options)
-            .await
-            .unwrap()
-            .unwrap();
+        let options = LockOptions::new().fixed_lease(Duration::from_secs(5));
+        let guard = locker.lock_with("extended", &options).await.unwrap();
         guard.extend(Duration::from_secs(60)).await.unwrap();
         for (i, store) in stores.iter().enumerate() {
             let ttl = node_state(store, "extended").await.ttl.unwrap_or_default();

@@ -213,10 +213,7 @@ fn battery<P: Quorum + Default>(what: &str, kinds: &'static [Kind]) -> ScheduleR
         let resource = FencedResource::connect(&resource_server.url())
             .await
             .expect("resource");
-        let options = LockOptions::new()
-            .watchdog_lease(LEASE)
-            .fencing(true)
-            .wait(WAIT);
+        let options = LockOptions::new().watchdog_lease(LEASE).fenced().wait(WAIT);
         let mut schedule = Schedule::new(WORKERS, acquisitions(), options);
         // Faults one after another with short gaps, and a 3 ms critical section: the run lasts
         // long enough for well over 20 faults even on a fast machine (node losses alone keep a

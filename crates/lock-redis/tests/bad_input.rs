@@ -159,9 +159,9 @@ fn bad_options() -> Vec<(LockOptions, &'static str)> {
         (Duration::from_secs(u64::MAX), "u64::MAX s"),
         (Duration::MAX, "Duration::MAX"),
     ] {
-        table.push((LockOptions::new().lease(lease), why));
+        table.push((LockOptions::new().fixed_lease(lease), why));
         table.push((LockOptions::new().watchdog_lease(lease), why));
-        table.push((LockOptions::new().no_wait().lease(lease), why));
+        table.push((LockOptions::new().no_wait().fixed_lease(lease), why));
         table.push((
             LockOptions::new()
                 .watchdog_lease(lease)
@@ -191,9 +191,8 @@ fn bad_options() -> Vec<(LockOptions, &'static str)> {
         table.push((LockOptions::new().wait(wait), why));
         table.push((
             LockOptions::new()
-                .lease(Duration::from_secs(1))
-                .wait(wait)
-                .fencing(true),
+                .fixed_lease(Duration::from_secs(1))
+                .wait(wait),
             why,
         ));
     }
@@ -214,10 +213,9 @@ async fn every_rejected_input_is_typed_prompt_and_sends_nothing() {
     let fixed = locker
         .lock_with(
             "live:fixed",
-            &LockOptions::new().lease(Duration::from_secs(60)),
+            &LockOptions::new().fixed_lease(Duration::from_secs(60)),
         )
         .await
-        .unwrap()
         .unwrap();
     // A watchdog guard whose first renewal is months away (one-year lease, renewed every 1/3).
     let watched = locker
@@ -226,7 +224,6 @@ async fn every_rejected_input_is_typed_prompt_and_sends_nothing() {
             &LockOptions::new().watchdog_lease(MAX_DURATION),
         )
         .await
-        .unwrap()
         .unwrap();
     assert!(
         proxy.bytes_to_server() > before_guard,
@@ -237,7 +234,7 @@ async fn every_rejected_input_is_typed_prompt_and_sends_nothing() {
     let mut checked = 0;
 
     // Names, through every call that takes one.
-    let valid = LockOptions::new().lease(Duration::from_secs(5));
+    let valid = LockOptions::new().fixed_lease(Duration::from_secs(5));
     for (name, why) in bad_names() {
         let name = name.as_str();
         let what = |call: &str| format!("{call}({why})");
@@ -249,7 +246,7 @@ async fn every_rejected_input_is_typed_prompt_and_sends_nothing() {
             rejected(
                 &proxy,
                 &what("lock_with bad options"),
-                locker.lock_with(name, &LockOptions::new().lease(Duration::ZERO)),
+                locker.lock_with(name, &LockOptions::new().fixed_lease(Duration::ZERO)),
             )
             .await,
             rejected(&proxy, &what("state"), locker.state(name)).await,
@@ -371,25 +368,25 @@ async fn the_edges_of_the_input_rules_are_accepted() {
         "\u{0}",
     ] {
         let guard = locker
-            .lock_with(name, &LockOptions::new().lease(MIN_LEASE * 100))
+            .lock_with(name, &LockOptions::new().fixed_lease(MIN_LEASE * 100))
             .await
-            .unwrap_or_else(|error| panic!("{name:?}: {error}"))
-            .unwrap();
+            .unwrap_or_else(|error| panic!("{name:?}: {error}"));
         assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
     }
     for options in [
-        LockOptions::new().lease(MAX_DURATION),
+        LockOptions::new().fixed_lease(MAX_DURATION),
         LockOptions::new().watchdog_lease(MAX_DURATION),
-        LockOptions::new().lease(MIN_LEASE * 20).wait(NANO),
-        LockOptions::new().lease(MIN_LEASE * 20).wait(MAX_DURATION),
+        LockOptions::new().fixed_lease(MIN_LEASE * 20).wait(NANO),
+        LockOptions::new()
+            .fixed_lease(MIN_LEASE * 20)
+            .wait(MAX_DURATION),
         LockOptions::new().max_hold(NANO),
         LockOptions::new().max_hold(MAX_DURATION),
     ] {
         let guard = locker
             .lock_with("edges", &options)
             .await
-            .unwrap_or_else(|error| panic!("{options:?}: {error}"))
-            .unwrap();
+            .unwrap_or_else(|error| panic!("{options:?}: {error}"));
         guard.extend(MIN_LEASE * 20).await.unwrap();
         guard.extend(MAX_DURATION).await.unwrap();
         assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
@@ -445,8 +442,8 @@ where
     );
     let options = LockOptions::new()
         .no_wait()
-        .lease(Duration::from_secs(5))
-        .fencing(true);
+        .fixed_lease(Duration::from_secs(5))
+        .fenced();
     check(
         "lock_with(fencing)",
         refused("lock_with(fencing)", locker.lock_with(name, &options)).await,
@@ -572,10 +569,9 @@ async fn oom_when_the_server_is_full() {
     let held = locker
         .lock_with(
             "held:before",
-            &LockOptions::new().lease(Duration::from_secs(30)),
+            &LockOptions::new().fixed_lease(Duration::from_secs(30)),
         )
         .await
-        .unwrap()
         .unwrap();
 
     // Fill the server until it refuses writes (maxmemory-policy noeviction): large values
@@ -740,7 +736,9 @@ fn random_names_never_panic_and_invalid_ones_send_nothing() {
         let counter = if expected { &valid } else { &invalid };
         counter.set(counter.get() + 1);
         runtime.block_on(async {
-            let options = LockOptions::new().no_wait().lease(Duration::from_secs(5));
+            let options = LockOptions::new()
+                .no_wait()
+                .fixed_lease(Duration::from_secs(5));
             if !expected {
                 let error = rejected(&proxy, "lock_with", locker.lock_with(&name, &options)).await;
                 prop_assert!(is_invalid_name(&error), "{:?}", error);
@@ -748,11 +746,9 @@ fn random_names_never_panic_and_invalid_ones_send_nothing() {
                 prop_assert!(is_invalid_name(&error), "{:?}", error);
                 return Ok(());
             }
-            let guard = locker
-                .lock_with(&name, &options)
-                .await
-                .map_err(|error| TestCaseError::fail(format!("{error}")))?;
-            let guard = guard.ok_or_else(|| TestCaseError::fail("a free name was not granted"))?;
+            let guard = locker.lock_with(&name, &options).await.map_err(|error| {
+                TestCaseError::fail(format!("a free name was not granted: {error}"))
+            })?;
             let state = locker.state(&name).await.unwrap();
             prop_assert_eq!(state.holders, vec![(guard.owner_field().to_owned(), 1)]);
             prop_assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
@@ -779,16 +775,16 @@ struct RandomOptions {
     max_hold: Option<Duration>,
     /// `None`: wait forever; `Some(None)`: no wait; `Some(Some(d))`: wait at most `d`.
     wait: Option<Option<Duration>>,
-    fencing: bool,
 }
 
 impl RandomOptions {
     fn build(&self) -> LockOptions {
-        let mut options = LockOptions::new().fencing(self.fencing);
-        options = if self.watchdog {
+        // Fencing is left out: it is a type, not a value, and no check depends on it.
+        let options = LockOptions::new();
+        let mut options = if self.watchdog {
             options.watchdog_lease(self.lease)
         } else {
-            options.lease(self.lease)
+            options.fixed_lease(self.lease)
         };
         if let Some(max_hold) = self.max_hold {
             options = options.max_hold(max_hold);
@@ -823,14 +819,12 @@ fn random_options() -> impl Strategy<Value = RandomOptions> {
         durations(),
         proptest::option::of(durations()),
         proptest::option::of(proptest::option::of(durations())),
-        any::<bool>(),
     )
-        .prop_map(|(watchdog, lease, max_hold, wait, fencing)| RandomOptions {
+        .prop_map(|(watchdog, lease, max_hold, wait)| RandomOptions {
             watchdog,
             lease,
             max_hold,
             wait,
-            fencing,
         })
 }
 
@@ -860,7 +854,7 @@ fn random_durations_never_panic_and_invalid_ones_send_nothing() {
         runtime.block_on(async {
             // The in-memory backend applies the same rules.
             match memory.lock_with(&name, &options).await {
-                Ok(Some(guard)) if expected => drop(guard),
+                Ok(guard) if expected => drop(guard),
                 Err(error) if !expected => prop_assert!(is_invalid_options(&error), "{:?}", error),
                 other => prop_assert!(false, "memory backend: {:?}", other),
             }
@@ -872,7 +866,7 @@ fn random_durations_never_panic_and_invalid_ones_send_nothing() {
             let short = random.effective_lease() < SHORT
                 || random.max_hold.is_some_and(|max_hold| max_hold < SHORT);
             let guard = match locker.lock_with(&name, &options).await {
-                Ok(Some(guard)) => guard,
+                Ok(guard) => guard,
                 Err(Error::Timeout { .. }) if short => return Ok(()),
                 other => return Err(TestCaseError::fail(format!("{other:?}"))),
             };

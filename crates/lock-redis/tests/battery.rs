@@ -101,7 +101,7 @@ fn in_model_faults_single_node() {
             .expect("resource");
         let options = LockOptions::new()
             .watchdog_lease(LEASE)
-            .fencing(true)
+            .fenced()
             .wait(Duration::from_secs(5));
         // `DISTLOCK_BATTERY=long` for a longer manual run.
         let scale = if std::env::var("DISTLOCK_BATTERY").as_deref() == Ok("long") {

@@ -127,7 +127,7 @@ fn in_model_faults_cluster() {
             .expect("resource");
         let options = LockOptions::new()
             .watchdog_lease(LEASE)
-            .fencing(true)
+            .fenced()
             .wait(Duration::from_secs(10));
         let mut schedule = Schedule::new(8, 3000, options);
         schedule.lock_name = LOCK.to_owned();

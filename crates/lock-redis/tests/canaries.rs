@@ -23,7 +23,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
-use lock_core::{LockGuard, LockOptions, Locker, ReleaseOutcome};
+use lock_core::{Error, Fenced, LockGuard, LockOptions, Locker, ReleaseOutcome};
 use lock_redis::RedisBackend;
 use lock_testkit::resource::Increment;
 use lock_testkit::{
@@ -56,22 +56,19 @@ async fn resource(server: &RedisServer) -> FencedResource {
 }
 
 /// A fenced watchdog-mode lock taken at once (the canaries take free locks).
-fn fenced_watchdog(lease: Duration) -> LockOptions {
-    LockOptions::new()
-        .watchdog_lease(lease)
-        .fencing(true)
-        .no_wait()
+fn fenced_watchdog(lease: Duration) -> LockOptions<Fenced> {
+    LockOptions::new().watchdog_lease(lease).fenced().no_wait()
 }
 
-fn token<B: lock_core::LockBackend>(guard: &LockGuard<B>) -> u64 {
-    guard.fencing_token().expect("a fenced lock has a token")
+fn token<B: lock_core::LockBackend>(guard: &LockGuard<B, Fenced>) -> u64 {
+    guard.fencing_token()
 }
 
 /// The fenced read-modify-write of the holder of `guard`: a fenced read, then a fenced write of
 /// the value read plus one.
 async fn rmw<B: lock_core::LockBackend>(
     resource: &FencedResource,
-    guard: &LockGuard<B>,
+    guard: &LockGuard<B, Fenced>,
 ) -> Increment {
     resource
         .increment(KEY, Some(token(guard)), guard.owner_field(), Duration::ZERO)
@@ -133,7 +130,7 @@ async fn replica_promoted_before_it_replicated() {
         let a = locker(&pair.primary().url()).await;
         // Earlier grants of the name, replicated: the replica knows the counter.
         for _ in 0..3 {
-            let guard = a.lock_with(&name, &options).await.unwrap().expect("free");
+            let guard = a.lock_with(&name, &options).await.unwrap();
             assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
         }
         tokio::task::block_in_place(|| {
@@ -142,20 +139,12 @@ async fn replica_promoted_before_it_replicated() {
         })
         .expect("cut the replication link");
 
-        let guard_a = a
-            .lock_with(&name, &options)
-            .await
-            .unwrap()
-            .expect("A: free on the primary");
+        let guard_a = a.lock_with(&name, &options).await.unwrap();
         let mut hold_a = history.begin(0, guard_a.owner_field(), guard_a.fencing_token());
         tokio::task::block_in_place(|| pair.promote()).expect("promote the replica");
 
         let b = locker(&pair.replica().url()).await;
-        let guard_b = b
-            .lock_with(&name, &options)
-            .await
-            .unwrap()
-            .expect("B: the promoted replica never saw A's grant, so the lock is free there");
+        let guard_b = b.lock_with(&name, &options).await.unwrap();
         let mut hold_b = history.begin(1, guard_b.owner_field(), guard_b.fencing_token());
         assert!(
             token(&guard_b) > token(&guard_a),
@@ -214,7 +203,7 @@ async fn restart_without_persistence() {
     for round in 0..ROUNDS {
         let name = format!("canary:restart:{round}");
         let (a, b) = (locker(&server.url()).await, locker(&server.url()).await);
-        let guard_a = a.lock_with(&name, &options).await.unwrap().expect("free");
+        let guard_a = a.lock_with(&name, &options).await.unwrap();
         let mut hold_a = history.begin(0, guard_a.owner_field(), guard_a.fencing_token());
 
         tokio::task::block_in_place(|| {
@@ -227,8 +216,7 @@ async fn restart_without_persistence() {
         let guard_b = b
             .lock_with(&name, &options.clone().wait(Duration::from_secs(5)))
             .await
-            .unwrap()
-            .expect("B: the restarted node forgot A's lock");
+            .unwrap();
         let mut hold_b = history.begin(1, guard_b.owner_field(), guard_b.fencing_token());
         assert!(
             token(&guard_b) > token(&guard_a),
@@ -286,7 +274,7 @@ async fn control_restart_with_fsynced_aof_keeps_the_lock() {
     let name = "canary:restart-aof";
     let options = fenced_watchdog(Duration::from_secs(3));
     let (a, b) = (locker(&server.url()).await, locker(&server.url()).await);
-    let guard_a = a.lock_with(name, &options).await.unwrap().expect("free");
+    let guard_a = a.lock_with(name, &options).await.unwrap();
     let token_a = token(&guard_a);
     tokio::task::block_in_place(|| {
         server.kill()?;
@@ -295,17 +283,15 @@ async fn control_restart_with_fsynced_aof_keeps_the_lock() {
     .expect("kill -9 + restart");
     let refused = b
         .lock_with(name, &options.clone().wait(Duration::from_millis(800)))
-        .await
-        .unwrap();
-    assert!(refused.is_none(), "the AOF kept A's lock");
+        .await;
+    assert!(
+        matches!(refused, Err(Error::NotAcquired { .. })),
+        "the AOF kept A's lock: {refused:?}"
+    );
     sleep(Duration::from_millis(1200)).await; // A's watchdog renews after reconnecting
     assert!(!guard_a.is_lost(), "{:?}", guard_a.remaining());
     assert_eq!(guard_a.release().await.unwrap(), ReleaseOutcome::Released);
-    let guard_b = b
-        .lock_with(name, &options)
-        .await
-        .unwrap()
-        .expect("free now");
+    let guard_b = b.lock_with(name, &options).await.unwrap();
     assert!(token(&guard_b) > token_a);
     assert_eq!(guard_b.release().await.unwrap(), ReleaseOutcome::Released);
 }
@@ -333,11 +319,10 @@ async fn holder_paused_past_its_lease_in_process() {
         let guard_a = a
             .lock_with(
                 &name,
-                &LockOptions::new().lease(LEASE).fencing(true).no_wait(),
+                &LockOptions::new().fixed_lease(LEASE).fenced().no_wait(),
             )
             .await
-            .unwrap()
-            .expect("free");
+            .unwrap();
         let a_acquired = Instant::now();
         let mut hold_a = history.begin_at(
             0,
@@ -375,13 +360,12 @@ async fn holder_paused_past_its_lease_in_process() {
             .lock_with(
                 &name,
                 &LockOptions::new()
-                    .lease(Duration::from_secs(5))
-                    .fencing(true)
+                    .fixed_lease(Duration::from_secs(5))
+                    .fenced()
                     .wait(Duration::from_secs(3)),
             )
             .await
-            .unwrap()
-            .expect("B: A's lease expired");
+            .unwrap();
         let b_acquired = Instant::now();
         let mut hold_b = history.begin_at(
             1,
@@ -461,8 +445,7 @@ fn frozen_holder_child() {
         let guard = locker
             .lock_with(FROZEN_LOCK, &fenced_watchdog(CHILD_LEASE))
             .await
-            .unwrap()
-            .expect("free");
+            .unwrap();
         let owner = guard.owner_field().to_owned();
         let read = resource
             .read_fenced(KEY, token(&guard), &owner)
@@ -612,8 +595,7 @@ async fn frozen_holder_process() {
             &fenced_watchdog(Duration::from_secs(5)).wait(Duration::from_secs(5)),
         )
         .await
-        .unwrap()
-        .expect("B: the frozen holder's lease expired");
+        .unwrap();
     let b_acquired = Instant::now();
     let mut hold_b = history.begin_at(
         1,

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use lock_core::{LockGuard, LockOptions, Locker, ReleaseOutcome};
+use lock_core::{Fencing, LockGuard, LockOptions, Locker, ReleaseOutcome};
 use lock_redis::{RedisBackend, keys};
 use lock_testkit::RedisServer;
 use rand::rngs::StdRng;
@@ -239,13 +239,14 @@ fn plan(rng: &mut StdRng) -> Plan {
     }
 }
 
-async fn call(
+async fn call<F: Fencing>(
     locker: &Locker<RedisBackend>,
     plan: &Plan,
-) -> lock_core::Result<Option<LockGuard<RedisBackend>>> {
-    let base = LockOptions::new().fencing(plan.fencing);
+    base: LockOptions<F>,
+) -> lock_core::Result<Option<LockGuard<RedisBackend, F>>> {
     let options = match plan.call {
-        Call::Lock => return locker.lock(plan.name).await.map(Some),
+        // `lock()` is `lock_with` with the default options.
+        Call::Lock => base,
         Call::Watchdog { wait, once } => {
             let options = base.watchdog_lease(LEASE);
             match (wait, once) {
@@ -255,7 +256,7 @@ async fn call(
             }
         }
         Call::Fixed { lease, wait } => {
-            let options = base.lease(lease);
+            let options = base.fixed_lease(lease);
             match wait {
                 Some(wait) => options.wait(wait),
                 None => options,
@@ -263,12 +264,28 @@ async fn call(
         }
         Call::Capped => base.watchdog_lease(LEASE).max_hold(LEASE),
     };
-    locker.lock_with(plan.name, &options).await
+    match locker.lock_with(plan.name, &options).await {
+        Err(lock_core::Error::NotAcquired { .. }) => Ok(None),
+        other => other.map(Some),
+    }
 }
 
 async fn run_one(locker: Locker<RedisBackend>, plan: Plan) -> (End, Option<String>) {
+    // Fencing is a type: one body, two instances.
+    if plan.fencing {
+        run_as(locker, plan, LockOptions::new().fenced()).await
+    } else {
+        run_as(locker, plan, LockOptions::new()).await
+    }
+}
+
+async fn run_as<F: Fencing>(
+    locker: Locker<RedisBackend>,
+    plan: Plan,
+    base: LockOptions<F>,
+) -> (End, Option<String>) {
     sleep(plan.start_after).await;
-    let attempt = call(&locker, &plan);
+    let attempt = call(&locker, &plan, base);
     let finished = if plan.by_select {
         tokio::select! {
             result = attempt => Some(result),
@@ -324,8 +341,8 @@ async fn a_cancellation_storm_leaves_no_keys_subscriptions_or_renewals() {
     // holder's watchdog, so the storm sees renewals going on).
     let mut held = Vec::new();
     for name in &NAMES[..CONTENDED] {
-        let options = LockOptions::new().watchdog_lease(LEASE).fencing(true);
-        held.push(holder.lock_with(name, &options).await.unwrap().unwrap());
+        let options = LockOptions::new().watchdog_lease(LEASE).fenced();
+        held.push(holder.lock_with(name, &options).await.unwrap());
     }
 
     // Samples the clients' local watches during the storm: futures must be dropped while
@@ -505,7 +522,9 @@ async fn a_call_dropped_while_queued_for_a_pipeline_sends_nothing() {
         .await
         .expect("connect");
     let locker = Locker::new(backend);
-    let fixed = LockOptions::new().no_wait().lease(Duration::from_secs(30));
+    let fixed = LockOptions::new()
+        .no_wait()
+        .fixed_lease(Duration::from_secs(30));
 
     server.pause().expect("pause");
     // Two calls take both pipeline slots and wait for the stalled server.
@@ -530,7 +549,7 @@ async fn a_call_dropped_while_queued_for_a_pipeline_sends_nothing() {
     server.resume().expect("resume");
 
     for call in busy {
-        let guard = call.await.unwrap().expect("granted").expect("free");
+        let guard = call.await.unwrap().expect("granted");
         assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
     }
     sleep(Duration::from_millis(200)).await;

@@ -71,8 +71,7 @@ async fn held_across(
             &LockOptions::new().watchdog_lease(Duration::from_secs(6)),
         )
         .await
-        .expect("lock")
-        .expect("granted");
+        .expect("lock");
     let owned = name.to_owned();
     let waiter = tokio::spawn(async move {
         let guard = b
@@ -94,7 +93,7 @@ async fn held_across(
         ReleaseOutcome::Released
     );
     let (b, guard, acquired_at) = waiter.await.expect("waiter task");
-    let guard = guard.expect("lock").expect("the waiter gets the lock");
+    let guard = guard.expect("the waiter gets the lock");
     let woke_after = acquired_at.duration_since(released_at);
     assert!(
         woke_after < Duration::from_secs(1),
@@ -197,13 +196,7 @@ async fn renewals_go_one_script_per_primary(cluster: &mut RedisCluster, kind: Lo
         .collect();
     let mut guards = Vec::new();
     for name in &names {
-        guards.push(
-            locker
-                .lock_with(name, &lease)
-                .await
-                .expect("lock")
-                .expect("free"),
-        );
+        guards.push(locker.lock_with(name, &lease).await.expect("lock"));
     }
     let slots: std::collections::BTreeSet<u16> =
         names.iter().map(|name| keys::slot(name)).collect();

@@ -120,13 +120,7 @@ fn renewals_span_slots() {
         let options = LockOptions::new().watchdog_lease(Duration::from_millis(600));
         let mut guards = Vec::new();
         for name in &names {
-            guards.push(
-                holder
-                    .lock_with(name, &options)
-                    .await
-                    .expect("lock")
-                    .expect("granted"),
-            );
+            guards.push(holder.lock_with(name, &options).await.expect("lock"));
         }
         tokio::time::sleep(Duration::from_millis(1500)).await;
         for (name, guard) in names.iter().zip(&guards) {
@@ -195,10 +189,12 @@ fn mixed_fleets_wake_promptly() {
             let holder = Locker::new(connect(holder_mode).await.expect("connect"));
             let waiter = Locker::new(connect(listen).await.expect("connect"));
             let held = holder
-                .lock_with(&name, &LockOptions::new().lease(Duration::from_secs(30)))
+                .lock_with(
+                    &name,
+                    &LockOptions::new().fixed_lease(Duration::from_secs(30)),
+                )
                 .await
-                .expect("lock")
-                .expect("granted");
+                .expect("lock");
             let wanted = name.clone();
             let waiting = tokio::spawn(async move {
                 let guard = waiter
@@ -242,7 +238,7 @@ fn mixed_fleets_wake_promptly() {
                 }
             }
             let (guard, acquired_at) = waiting.await.expect("waiter task");
-            let guard = guard.expect("lock").expect("the waiter gets the lock");
+            let guard = guard.expect("the waiter gets the lock");
             let woke_after = acquired_at.duration_since(released_at);
             assert!(
                 woke_after < Duration::from_secs(2),

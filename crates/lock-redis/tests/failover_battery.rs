@@ -20,9 +20,9 @@
 
 use std::time::Duration;
 
-use lock_core::{LockOptions, Locker};
+use lock_core::{Fenced, LockOptions, Locker};
 use lock_redis::{RedisBackend, ReplicaAck};
-use lock_testkit::{Fault, FaultProxy, FencedResource, History, RedisServer, WriteStatus};
+use lock_testkit::{Fault, FaultProxy, FencedResource, History, RedisServer, WriteStatus, granted};
 use rand::Rng;
 use tokio::time::{Instant, sleep};
 
@@ -160,10 +160,10 @@ async fn locker(url: &str, ack: Option<ReplicaAck>) -> Locker<RedisBackend> {
     Locker::new(builder.connect().await.expect("connect"))
 }
 
-fn options() -> LockOptions {
+fn options() -> LockOptions<Fenced> {
     LockOptions::new()
-        .lease(Duration::from_secs(30))
-        .fencing(true)
+        .fixed_lease(Duration::from_secs(30))
+        .fenced()
         .no_wait()
 }
 
@@ -199,24 +199,26 @@ async fn battery(
             .collect();
         sleep(death.saturating_sub(started.elapsed())).await;
         let died = tokio::task::block_in_place(|| setup.kill_primary());
-        let mut granted = Vec::new();
+        let mut granted_to_a = Vec::new();
         for taker in takers {
             let (name, guard, returned) = taker.await.expect("taker");
-            if let Ok(Some(guard)) = guard
+            if let Ok(guard) = guard
                 && returned < died
             {
-                granted.push((name, guard, returned));
+                granted_to_a.push((name, guard, returned));
             }
         }
         tokio::task::block_in_place(|| setup.promote());
         let b = locker(&setup.replica.url(), None).await;
-        for (name, guard_a, returned) in granted {
+        for (name, guard_a, returned) in granted_to_a {
             tally.trials += 1;
             let history = History::new();
             let key = format!("{name}:resource");
             let mut hold_a =
                 history.begin_at(0, guard_a.owner_field(), guard_a.fencing_token(), returned);
-            if let Some(guard_b) = b.lock_with(&name, &options()).await.expect("B's attempt") {
+            if let Some(guard_b) =
+                granted(b.lock_with(&name, &options()).await).expect("B's attempt")
+            {
                 let mut hold_b = history.begin(1, guard_b.owner_field(), guard_b.fencing_token());
                 let step = setup
                     .resource

@@ -38,8 +38,8 @@ async fn a_fast_lock_is_a_string_key_holding_its_owner() {
     let server = RedisServer::start().unwrap();
     let mut raw = server.connection().await;
     let locker = fast(server.url()).await;
-    let options = LockOptions::new().lease(Duration::from_secs(20));
-    let guard = locker.lock_with("plain", &options).await.unwrap().unwrap();
+    let options = LockOptions::new().fixed_lease(Duration::from_secs(20));
+    let guard = locker.lock_with("plain", &options).await.unwrap();
     let kind: String = redis::cmd("TYPE")
         .arg("plain")
         .query_async(&mut raw)
@@ -153,11 +153,11 @@ async fn fast_and_reentrant_locks_on_one_name_exclude_each_other() {
 async fn fencing_tokens_on_the_fast_lock_increase() {
     let server = RedisServer::start().unwrap();
     let locker = fast(server.url()).await;
-    let options = LockOptions::new().fencing(true);
+    let options = LockOptions::new().fenced();
     let mut last = 0;
     for _ in 0..5 {
-        let guard = locker.lock_with("fenced", &options).await.unwrap().unwrap();
-        let token = guard.fencing_token().expect("asked for a token");
+        let guard = locker.lock_with("fenced", &options).await.unwrap();
+        let token = guard.fencing_token();
         assert!(token > last, "{token} after {last}");
         last = token;
         assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use lock_core::{Error, LockBackend, LockGuard, LockOptions, Locker, Owner, ReleaseOutcome};
 use lock_redis::RedisBackend;
-use lock_testkit::RedisServer;
+use lock_testkit::{RedisServer, granted};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use tokio::time::{Instant, sleep};
@@ -267,12 +267,10 @@ async fn run_steps(
                 let lease = Duration::from_millis(LEASES_MS[lease]);
                 let options = LockOptions::new()
                     .no_wait()
-                    .lease(lease)
+                    .fixed_lease(lease)
                     .owner(world.owners[owner]);
                 let t0 = Instant::now();
-                let result = world.lockers[owner]
-                    .lock_with(&names[name], &options)
-                    .await
+                let result = granted(world.lockers[owner].lock_with(&names[name], &options).await)
                     .map_err(|error| call_failed("acquire", error))?;
                 let t1 = Instant::now();
                 let outcome = match result {

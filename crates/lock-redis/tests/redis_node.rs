@@ -56,9 +56,8 @@ async fn raw_state_is_the_redisson_layout() {
     let name = "orders:42";
 
     let guard = locker
-        .lock_with(name, &LockOptions::new().fencing(true))
+        .lock_with(name, &LockOptions::new().fenced())
         .await
-        .unwrap()
         .unwrap();
     let kind: String = query(&mut raw, &["TYPE", name]).await;
     assert_eq!(kind, "hash");
@@ -81,7 +80,7 @@ async fn raw_state_is_the_redisson_layout() {
         "watchdog lease is 30 s, got {pttl}"
     );
     let token: u64 = query(&mut raw, &["GET", "redisson_lock_token:{orders:42}"]).await;
-    assert_eq!(Some(token), guard.fencing_token());
+    assert_eq!(token, guard.fencing_token());
 
     // Re-entry counts up in the same field.
     let again = locker.lock(name).await.unwrap();
@@ -257,7 +256,7 @@ async fn bad_input_fails_before_any_io() {
         Err(Error::InvalidName { .. })
     ));
     for options in [
-        LockOptions::new().lease(Duration::from_millis(5)),
+        LockOptions::new().fixed_lease(Duration::from_millis(5)),
         LockOptions::new().wait(Duration::ZERO),
         LockOptions::new().wait(Duration::from_secs(u64::MAX)),
         LockOptions::new().max_hold(Duration::ZERO),
@@ -354,9 +353,11 @@ async fn a_lost_notification_connection_wakes_waiters() {
     let mut raw = server.connection().await;
     let name = "lost:pubsub";
     let held = a
-        .lock_with(name, &LockOptions::new().lease(Duration::from_secs(20)))
+        .lock_with(
+            name,
+            &LockOptions::new().fixed_lease(Duration::from_secs(20)),
+        )
         .await
-        .unwrap()
         .unwrap();
     let waiter =
         tokio::spawn(async move { b.lock(name).await.map(|guard| (Instant::now(), guard)) });
@@ -388,7 +389,6 @@ async fn the_watchdog_batches_renewals() {
             locker
                 .lock_with(&format!("batch:{i}"), &options)
                 .await
-                .unwrap()
                 .unwrap(),
         );
     }
@@ -415,7 +415,6 @@ async fn a_short_stall_is_ridden_out_and_a_long_one_loses_the_lease() {
     let guard = locker
         .lock_with("stall", &LockOptions::new().watchdog_lease(lease))
         .await
-        .unwrap()
         .unwrap();
 
     // Shorter than the lease: renewals time out, are retried, and the lease survives.
@@ -444,7 +443,7 @@ async fn an_acquire_of_unknown_outcome_is_undone() {
     let mut raw = server.connection().await;
     server.pause().unwrap();
     // The acquire is queued on the stalled server, times out here, and would apply on resume.
-    let options = LockOptions::new().lease(Duration::from_secs(20));
+    let options = LockOptions::new().fixed_lease(Duration::from_secs(20));
     let error = locker.lock_with("unknown", &options).await.unwrap_err();
     assert!(matches!(error, Error::Timeout { .. }), "{error:?}");
     assert!(error.is_retryable() && error.is_ambiguous());
@@ -530,10 +529,10 @@ async fn fencing_tokens_keep_rising_after_the_server_forgets_the_counter() {
     let mut server = start();
     let locker = locker(&server).await;
     let options = LockOptions::new()
-        .lease(Duration::from_secs(5))
-        .fencing(true);
-    let first = locker.lock_with("fenced", &options).await.unwrap().unwrap();
-    let before = first.fencing_token().unwrap();
+        .fixed_lease(Duration::from_secs(5))
+        .fenced();
+    let first = locker.lock_with("fenced", &options).await.unwrap();
+    let before = first.fencing_token();
     assert_eq!(first.release().await.unwrap(), ReleaseOutcome::Released);
     // A restart without persistence loses the lock and the counter.
     server.kill().unwrap();
@@ -543,15 +542,15 @@ async fn fencing_tokens_keep_rising_after_the_server_forgets_the_counter() {
     assert_eq!(exists, 0, "the counter is gone");
     let after = loop {
         match locker.lock_with("fenced", &options).await {
-            Ok(Some(guard)) => break guard,
-            Ok(None) => panic!("free after the restart"),
+            Ok(guard) => break guard,
+            Err(Error::NotAcquired { .. }) => panic!("free after the restart"),
             Err(error) => {
                 assert!(error.is_retryable(), "{error}");
                 sleep(Duration::from_millis(50)).await;
             }
         }
     };
-    let token = after.fencing_token().unwrap();
+    let token = after.fencing_token();
     assert!(token > before, "{token} after {before}");
     assert_eq!(after.release().await.unwrap(), ReleaseOutcome::Released);
 }
@@ -569,14 +568,10 @@ async fn describe_reads_either_kind_and_its_waiters() {
     assert_eq!(free.layout, Layout::Free);
     assert!(free.holders.is_empty() && free.ttl.is_none() && free.fencing_counter.is_none());
 
-    let fenced = LockOptions::new().fencing(true);
-    let outer = locker
-        .lock_with("describe:a", &fenced)
-        .await
-        .expect("lock")
-        .expect("free");
+    let fenced = LockOptions::new().fenced();
+    let outer = locker.lock_with("describe:a", &fenced).await.expect("lock");
     let inner = locker.lock("describe:a").await.expect("re-enter");
-    let token = outer.fencing_token().expect("a token");
+    let token = outer.fencing_token();
     // Another task waits for it.
     let other = Locker::new(backend.clone());
     let waiter = tokio::spawn(async move {
@@ -657,10 +652,9 @@ async fn list_locks_finds_either_kind() {
             .expect("connect"),
     );
     let reentrant = locker
-        .lock_with("list:a", &LockOptions::new().fencing(true))
+        .lock_with("list:a", &LockOptions::new().fenced())
         .await
-        .expect("lock")
-        .expect("free");
+        .expect("lock");
     let quick = fast.lock("list:b").await.expect("lock");
     let mut raw = server
         .client()

@@ -32,7 +32,6 @@ async fn take(locker: &Locker<RedisBackend>, name: &str) -> LockGuard<RedisBacke
         .lock_with(name, &options)
         .await
         .unwrap_or_else(|error| panic!("lock {name}: {error}"))
-        .unwrap_or_else(|| panic!("{name} is free"))
 }
 
 /// Replaces `name` with a key of the type the other lock kind uses.

@@ -38,7 +38,7 @@ async fn setup_kind(kind: LockKind) -> (RedisServer, FaultProxy, Locker<RedisBac
 fn fixed(owner: Owner) -> LockOptions {
     LockOptions::new()
         .no_wait()
-        .lease(Duration::from_secs(10))
+        .fixed_lease(Duration::from_secs(10))
         .owner(owner)
 }
 
@@ -49,8 +49,7 @@ async fn twenty_lock_cycles(locker: &Locker<RedisBackend>, options: &LockOptions
         let guard = locker
             .lock_with(&name, options)
             .await
-            .unwrap_or_else(|e| panic!("lock {name}: {e}"))
-            .unwrap_or_else(|| panic!("{name} is free"));
+            .unwrap_or_else(|e| panic!("lock {name}: {e}"));
         assert_eq!(guard.hold_count(), 1, "{name}");
         assert_eq!(
             guard.release().await.unwrap(),
@@ -64,7 +63,7 @@ async fn twenty_lock_cycles(locker: &Locker<RedisBackend>, options: &LockOptions
 async fn a_reentry_whose_reply_is_lost_never_leaves_an_extra_hold() {
     let (server, proxy, locker) = setup().await;
     let options = fixed(Owner::new());
-    let outer = locker.lock_with("a", &options).await.unwrap().unwrap();
+    let outer = locker.lock_with("a", &options).await.unwrap();
     let field = outer.owner_field().to_owned();
 
     // The re-entry runs on the server (count 2) but its reply is lost; so is the reply of the
@@ -84,8 +83,8 @@ async fn a_reentry_whose_reply_is_lost_never_leaves_an_extra_hold() {
 async fn an_inner_release_whose_reply_is_lost_keeps_the_outer_hold() {
     let (server, proxy, locker) = setup().await;
     let options = fixed(Owner::new());
-    let outer = locker.lock_with("b", &options).await.unwrap().unwrap();
-    let inner = locker.lock_with("b", &options).await.unwrap().unwrap();
+    let outer = locker.lock_with("b", &options).await.unwrap();
+    let inner = locker.lock_with("b", &options).await.unwrap();
     let field = outer.owner_field().to_owned();
     assert_eq!(hold_count(&server, "b", &field).await, Some(2));
 
@@ -112,7 +111,7 @@ async fn an_acquire_whose_reply_is_lost_is_undone_once_replies_flow_again() {
     assert!(first.is_err(), "{first:?}");
     proxy.clear();
     // The next attempt of the same owner settles the earlier one first: a fresh first hold.
-    let guard = locker.lock_with("c", &options).await.unwrap().unwrap();
+    let guard = locker.lock_with("c", &options).await.unwrap();
     assert_eq!(guard.hold_count(), 1);
     let field = guard.owner_field().to_owned();
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
@@ -148,9 +147,11 @@ async fn callers_read_only_their_own_replies(kind: LockKind) {
     );
     let mut foreign_guards = Vec::new();
     for worker in (1..24).step_by(2) {
-        let options = LockOptions::new().no_wait().lease(Duration::from_secs(60));
+        let options = LockOptions::new()
+            .no_wait()
+            .fixed_lease(Duration::from_secs(60));
         let guard = foreign.lock_with(&format!("own{worker}"), &options).await;
-        foreign_guards.push(guard.unwrap().unwrap());
+        foreign_guards.push(guard.unwrap());
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut workers = Vec::new();
@@ -163,7 +164,7 @@ async fn callers_read_only_their_own_replies(kind: LockKind) {
             let (mut granted, mut errors) = (0_u32, 0_u32);
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 match locker.lock_with(&name, &options).await {
-                    Ok(Some(guard)) => {
+                    Ok(guard) => {
                         granted += 1;
                         let field = guard.owner_field().to_owned();
                         let held = holds_field(&mut raw, kind, &name, &field).await;
@@ -175,7 +176,7 @@ async fn callers_read_only_their_own_replies(kind: LockKind) {
                     }
                     // Nobody else uses this name: "held" can only be our own earlier acquire
                     // of unknown outcome (its cleanup still pending), which the lease ends.
-                    Ok(None) | Err(_) => errors += 1,
+                    Err(_) => errors += 1,
                 }
             }
             (granted, errors)

@@ -83,8 +83,7 @@ fn locks_follow_a_failover() {
                     &LockOptions::new().watchdog_lease(Duration::from_secs(6)),
                 )
                 .await
-                .expect("lock")
-                .expect("granted");
+                .expect("lock");
             let waiting = tokio::spawn(async move {
                 let guard = waiter
                     .lock_with(name, &LockOptions::new().wait(Duration::from_secs(30)))
@@ -109,7 +108,7 @@ fn locks_follow_a_failover() {
                 ReleaseOutcome::Released
             );
             let (guard, acquired_at) = waiting.await.expect("waiter task");
-            let guard = guard.expect("lock").expect("the waiter gets the lock");
+            let guard = guard.expect("the waiter gets the lock");
             let woke_after = acquired_at.duration_since(released_at);
             assert!(
                 woke_after < Duration::from_secs(2),
@@ -137,8 +136,7 @@ async fn killed_primary(group: &mut SentinelGroup) {
             &LockOptions::new().watchdog_lease(Duration::from_secs(6)),
         )
         .await
-        .expect("lock")
-        .expect("granted");
+        .expect("lock");
     let waiting = tokio::spawn(async move {
         let guard = waiter
             .lock_with(
@@ -172,8 +170,10 @@ async fn killed_primary(group: &mut SentinelGroup) {
     let granted_at = loop {
         attempt += 1;
         let name = format!("sentinel:after-kill:{attempt}");
-        let options = LockOptions::new().lease(Duration::from_secs(5)).no_wait();
-        if let Ok(Ok(Some(guard))) = tokio::time::timeout(
+        let options = LockOptions::new()
+            .fixed_lease(Duration::from_secs(5))
+            .no_wait();
+        if let Ok(Ok(guard)) = tokio::time::timeout(
             Duration::from_millis(500),
             locker.lock_with(&name, &options),
         )
@@ -235,7 +235,7 @@ async fn killed_primary(group: &mut SentinelGroup) {
         ReleaseOutcome::Released
     );
     let (guard, acquired_at) = waiting.await.expect("waiter task");
-    let guard = guard.expect("lock").expect("the waiter gets the lock");
+    let guard = guard.expect("the waiter gets the lock");
     let woke_after = acquired_at.duration_since(released_at);
     assert!(
         woke_after < Duration::from_secs(2),

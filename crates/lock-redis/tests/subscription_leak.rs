@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use lock_core::{LockOptions, Locker, ReleaseOutcome};
+use lock_core::{Error, LockOptions, Locker, ReleaseOutcome};
 use lock_redis::{RedisBackend, keys};
 use lock_testkit::{Fault, FaultProxy, RedisServer};
 use tokio::time::{Instant, sleep};
@@ -76,19 +76,20 @@ async fn a_subscribe_timed_out_on_a_paused_server_is_undone_after_resume() {
     let warm = holder
         .lock_with(
             "leak:warm-up",
-            &LockOptions::new().lease(Duration::from_secs(10)),
+            &LockOptions::new().fixed_lease(Duration::from_secs(10)),
         )
         .await
-        .expect("lock")
-        .expect("free");
+        .expect("lock");
     let missed = waiter
         .lock_with(
             "leak:warm-up",
             &LockOptions::new().wait(Duration::from_millis(300)),
         )
-        .await
-        .expect("lock_with");
-    assert!(missed.is_none(), "the warm-up lock is held");
+        .await;
+    assert!(
+        matches!(missed, Err(Error::NotAcquired { .. })),
+        "the warm-up lock is held: {missed:?}"
+    );
     assert_eq!(
         warm.release().await.expect("release"),
         ReleaseOutcome::Released
@@ -98,10 +99,12 @@ async fn a_subscribe_timed_out_on_a_paused_server_is_undone_after_resume() {
 
     let name = "leak:paused";
     let held = holder
-        .lock_with(name, &LockOptions::new().lease(Duration::from_secs(3)))
+        .lock_with(
+            name,
+            &LockOptions::new().fixed_lease(Duration::from_secs(3)),
+        )
         .await
-        .expect("lock")
-        .expect("free");
+        .expect("lock");
 
     // On the paused server the waiter's first attempt times out, then its SUBSCRIBE does: it
     // polls instead, and its watch is gone at once (`watched_locks` goes 1 → 0).
@@ -123,7 +126,6 @@ async fn a_subscribe_timed_out_on_a_paused_server_is_undone_after_resume() {
     let guard = waiting
         .await
         .expect("waiter task")
-        .expect("lock_with")
         .expect("acquired after the release");
     assert_eq!(
         guard.release().await.expect("release"),
@@ -152,10 +154,12 @@ async fn an_unsubscribe_lost_before_a_reconnect_is_sent_again() {
     let name = "leak:reconnect";
     let channel = keys::channel(name);
     let held = holder
-        .lock_with(name, &LockOptions::new().lease(Duration::from_secs(30)))
+        .lock_with(
+            name,
+            &LockOptions::new().fixed_lease(Duration::from_secs(30)),
+        )
         .await
-        .expect("lock")
-        .expect("free");
+        .expect("lock");
     let waiting = tokio::spawn(async move {
         waiter
             .lock_with(name, &LockOptions::new().wait(Duration::from_secs(30)))

@@ -127,8 +127,7 @@ async fn lock_wait_renew_release(
     let held = holder
         .lock_with(name, &LockOptions::new().watchdog_lease(lease))
         .await
-        .expect("lock over TLS")
-        .expect("granted");
+        .expect("lock over TLS");
     let first_deadline = held.valid_until();
     let waiting = tokio::spawn({
         let name = name.to_owned();

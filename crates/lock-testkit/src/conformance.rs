@@ -29,7 +29,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use lock_core::{
-    Error, LeaseLoss, LockBackend, LockGuard, LockOptions, Locker, Owner, ReleaseOutcome,
+    Error, Fencing, LeaseLoss, LockBackend, LockGuard, LockOptions, Locker, Owner, ReleaseOutcome,
 };
 use tokio::time::{Instant, sleep, timeout};
 
@@ -74,16 +74,42 @@ const LONG_LEASE: Duration = Duration::from_secs(20);
 /// Takes `name` on `locker` with `options` and returns the guard. The cases call it where the
 /// lock is free, or with options that wait for it as long as it takes, so an error or no lock
 /// here is a failure of the backend.
-async fn hold<B: LockBackend>(
+async fn hold<B: LockBackend, F: Fencing>(
     locker: &Locker<B>,
     name: &str,
-    options: &LockOptions,
-) -> LockGuard<B> {
-    locker
-        .lock_with(name, options)
-        .await
-        .expect("lock")
-        .expect("granted")
+    options: &LockOptions<F>,
+) -> LockGuard<B, F> {
+    locker.lock_with(name, options).await.expect("lock")
+}
+
+/// A bounded acquire's result with "not acquired" as `Ok(None)`: for tests that treat a wait
+/// ending without the lock as an outcome to check, not a failure.
+///
+/// # Errors
+///
+/// Every error of `result` except [`Error::NotAcquired`].
+///
+/// # Example
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> lock_core::Result<()> {
+/// use lock_core::{LockOptions, Locker, MemoryBackend, Owner};
+/// use lock_testkit::granted;
+///
+/// let locker = Locker::new(MemoryBackend::new());
+/// let _held = locker.lock("x").await?;
+/// let other = LockOptions::new().no_wait().owner(Owner::new());
+/// assert!(granted(locker.lock_with("x", &other).await)?.is_none());
+/// # Ok(())
+/// # }
+/// ```
+pub fn granted<T>(result: lock_core::Result<T>) -> lock_core::Result<Option<T>> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(Error::NotAcquired { .. }) => Ok(None),
+        Err(error) => Err(error),
+    }
 }
 
 /// Two clients never hold one lock at once, and neither do two owners of one client.
@@ -93,12 +119,10 @@ pub async fn exclusion_between_owners<H: Harness>(harness: &H) {
     let held = a.lock(&name).await.expect("lock");
     assert!(b.try_lock(&name).await.expect("try_lock").is_none());
     let other_owner = LockOptions::new().no_wait().owner(Owner::new());
-    assert!(
-        a.lock_with(&name, &other_owner)
-            .await
-            .expect("lock_with")
-            .is_none()
-    );
+    assert!(matches!(
+        a.lock_with(&name, &other_owner).await,
+        Err(Error::NotAcquired { .. })
+    ));
     assert_eq!(
         held.release().await.expect("release"),
         ReleaseOutcome::Released
@@ -166,7 +190,7 @@ async fn refuses_reentry<B: LockBackend>(locker: &Locker<B>, name: &str) {
         locker
             .lock_with(name, &LockOptions::new().wait(Duration::from_secs(5)))
             .await
-            .map(|guard| guard.is_some()),
+            .map(|_guard| true),
     ] {
         assert!(
             matches!(attempt, Err(Error::NotReentrant { .. })),
@@ -182,7 +206,7 @@ async fn refuses_reentry<B: LockBackend>(locker: &Locker<B>, name: &str) {
 pub async fn nested_shorter_lease_keeps_outer_hold<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("nested-lease");
-    let outer = hold(&a, &name, &LockOptions::new().lease(LONG_LEASE)).await;
+    let outer = hold(&a, &name, &LockOptions::new().fixed_lease(LONG_LEASE)).await;
     if !a.backend().reentrant() {
         refuses_reentry(&a, &name).await;
         assert!(b.try_lock(&name).await.expect("try").is_none());
@@ -193,10 +217,12 @@ pub async fn nested_shorter_lease_keeps_outer_hold<H: Harness>(harness: &H) {
         return;
     }
     let inner = a
-        .lock_with(&name, &LockOptions::new().lease(Duration::from_millis(100)))
+        .lock_with(
+            &name,
+            &LockOptions::new().fixed_lease(Duration::from_millis(100)),
+        )
         .await
-        .expect("re-enter")
-        .expect("re-entry is granted");
+        .expect("re-enter");
     assert_eq!(inner.hold_count(), 2);
     sleep(Duration::from_millis(300)).await;
     assert!(
@@ -249,7 +275,7 @@ pub async fn double_unlock_and_unlock_after_expiry<H: Harness>(harness: &H) {
     let owner = Owner::new();
     let options = LockOptions::new()
         .owner(owner)
-        .lease(Duration::from_millis(300));
+        .fixed_lease(Duration::from_millis(300));
     let held = hold(&a, &name, &options).await;
     assert_eq!(
         held.release().await.expect("release"),
@@ -288,7 +314,7 @@ pub async fn explicit_lease_expires<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("lease-expiry");
     let lease = Duration::from_millis(300);
-    let held = hold(&a, &name, &LockOptions::new().lease(lease)).await;
+    let held = hold(&a, &name, &LockOptions::new().fixed_lease(lease)).await;
     assert!(!held.is_watchdog());
     assert!(held.remaining() <= lease);
     let loss = timeout(Duration::from_secs(3), held.lost())
@@ -311,7 +337,7 @@ pub async fn extend_sets_a_new_lease<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("extend");
     let short = Duration::from_millis(300);
-    let options = LockOptions::new().lease(short);
+    let options = LockOptions::new().fixed_lease(short);
     let outer = hold(&a, &name, &options).await;
     outer.extend(LONG_LEASE).await.expect("extend");
     assert_eq!(outer.lease(), LONG_LEASE);
@@ -326,11 +352,7 @@ pub async fn extend_sets_a_new_lease<H: Harness>(harness: &H) {
         // Both holds shortened back to `short`, then the inner one extended and released: the
         // release resets the lease to the inner guard's extended length.
         outer.extend(short).await.expect("shorten");
-        let inner = a
-            .lock_with(&name, &options)
-            .await
-            .expect("re-enter")
-            .expect("re-entry is granted");
+        let inner = a.lock_with(&name, &options).await.expect("re-enter");
         inner.extend(LONG_LEASE).await.expect("extend inner");
         assert_eq!(
             inner.release().await.expect("release inner"),
@@ -410,7 +432,7 @@ pub async fn lost_fires_when_key_is_deleted<H: Harness>(harness: &H) {
 pub async fn waiter_is_woken_by_release<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("wake");
-    let held = hold(&a, &name, &LockOptions::new().lease(LONG_LEASE)).await;
+    let held = hold(&a, &name, &LockOptions::new().fixed_lease(LONG_LEASE)).await;
     let waiter = tokio::spawn({
         let name = name.clone();
         async move {
@@ -440,13 +462,13 @@ pub async fn waiter_is_woken_by_release<H: Harness>(harness: &H) {
 pub async fn waiters_take_turns<H: Harness>(harness: &H) {
     let name = fresh_name("turns");
     let first = Locker::new(harness.client().await);
-    let held = hold(&first, &name, &LockOptions::new().lease(LONG_LEASE)).await;
+    let held = hold(&first, &name, &LockOptions::new().fixed_lease(LONG_LEASE)).await;
     let mut tasks = Vec::new();
     for _ in 0..4 {
         let locker = Locker::new(harness.client().await);
         let name = name.clone();
         tasks.push(tokio::spawn(async move {
-            let options = LockOptions::new().lease(LONG_LEASE);
+            let options = LockOptions::new().fixed_lease(LONG_LEASE);
             let guard = hold(&locker, &name, &options).await;
             sleep(Duration::from_millis(20)).await;
             guard.release().await.expect("release")
@@ -467,7 +489,7 @@ pub async fn waiters_take_turns<H: Harness>(harness: &H) {
 pub async fn try_lock_does_not_wait<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("try");
-    let held = hold(&a, &name, &LockOptions::new().lease(LONG_LEASE)).await;
+    let held = hold(&a, &name, &LockOptions::new().fixed_lease(LONG_LEASE)).await;
     let started = Instant::now();
     assert!(b.try_lock(&name).await.expect("try").is_none());
     assert!(started.elapsed() < Duration::from_secs(1));
@@ -478,15 +500,12 @@ pub async fn try_lock_does_not_wait<H: Harness>(harness: &H) {
 pub async fn wait_deadline_is_respected<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("deadline");
-    let held = hold(&a, &name, &LockOptions::new().lease(LONG_LEASE)).await;
+    let held = hold(&a, &name, &LockOptions::new().fixed_lease(LONG_LEASE)).await;
     let wait = Duration::from_millis(400);
     let started = Instant::now();
-    let got = b
-        .lock_with(&name, &LockOptions::new().wait(wait))
-        .await
-        .expect("lock_with");
+    let got = b.lock_with(&name, &LockOptions::new().wait(wait)).await;
     let waited = started.elapsed();
-    assert!(got.is_none());
+    assert!(matches!(got, Err(Error::NotAcquired { .. })), "{got:?}");
     assert!(waited >= wait, "gave up early, after {waited:?}");
     assert!(
         waited < wait + Duration::from_secs(1),
@@ -499,7 +518,7 @@ pub async fn wait_deadline_is_respected<H: Harness>(harness: &H) {
 pub async fn cancelled_lock_leaves_nothing<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("cancel");
-    let held = hold(&a, &name, &LockOptions::new().lease(LONG_LEASE)).await;
+    let held = hold(&a, &name, &LockOptions::new().fixed_lease(LONG_LEASE)).await;
     let cancelled = timeout(Duration::from_millis(300), b.lock(&name)).await;
     assert!(
         cancelled.is_err(),
@@ -531,7 +550,6 @@ pub async fn dropped_guard_releases<H: Harness>(harness: &H) {
     )
     .await
     .expect("no hang")
-    .expect("lock")
     .expect("freed by the dropped guard, not by the 30 s lease");
     assert!(got.release().await.expect("release").was_held());
 }
@@ -553,17 +571,17 @@ pub async fn guard_released_from_another_task<H: Harness>(harness: &H) {
 pub async fn fencing_tokens_increase<H: Harness>(harness: &H) {
     let (a, b) = two_clients(harness).await;
     let name = fresh_name("fencing");
-    let options = LockOptions::new().fencing(true).lease(LONG_LEASE);
+    let options = LockOptions::new().fenced().fixed_lease(LONG_LEASE);
     let mut last = 0;
     for locker in [&a, &b, &a, &b] {
         let guard = hold(locker, &name, &options).await;
-        let token = guard.fencing_token().expect("asked for a token");
+        let token = guard.fencing_token();
         assert!(token > last, "token {token} after {last}");
         last = token;
         assert!(guard.release().await.expect("release").was_held());
     }
+    // A plain lock of the same name is untouched by the fencing counter.
     let plain = a.lock(&name).await.expect("lock");
-    assert_eq!(plain.fencing_token(), None);
     assert!(plain.release().await.expect("release").was_held());
 }
 
@@ -587,8 +605,8 @@ pub async fn bad_input_is_rejected<H: Harness>(harness: &H) {
         ));
     }
     for options in [
-        LockOptions::new().lease(Duration::ZERO),
-        LockOptions::new().lease(Duration::from_millis(1)),
+        LockOptions::new().fixed_lease(Duration::ZERO),
+        LockOptions::new().fixed_lease(Duration::from_millis(1)),
         LockOptions::new().watchdog_lease(Duration::from_secs(400 * 24 * 3600)),
         LockOptions::new().wait(Duration::ZERO),
         LockOptions::new().wait(Duration::MAX),

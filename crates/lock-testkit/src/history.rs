@@ -164,14 +164,15 @@ impl History {
         self.lock().push(hold);
     }
 
-    /// Starts recording a hold now (call it right after the acquire returned). Finish it with
+    /// Starts recording a hold now (call it right after the acquire returned), with its
+    /// fencing token if it has one (`u64` or `Option<u64>`). Finish it with
     /// [`HoldRecorder::end`] right before sending the release; a recorder dropped without
     /// `end` records nothing.
     pub fn begin(
         &self,
         worker: usize,
         owner: impl Into<String>,
-        token: Option<u64>,
+        token: impl Into<Option<u64>>,
     ) -> HoldRecorder {
         self.begin_at(worker, owner, token, Instant::now())
     }
@@ -181,12 +182,12 @@ impl History {
         &self,
         worker: usize,
         owner: impl Into<String>,
-        token: Option<u64>,
+        token: impl Into<Option<u64>>,
         acquired_at: Instant,
     ) -> HoldRecorder {
         HoldRecorder {
             history: self.clone(),
-            hold: Hold::new(worker, owner, token, acquired_at, acquired_at),
+            hold: Hold::new(worker, owner, token.into(), acquired_at, acquired_at),
         }
     }
 

@@ -51,6 +51,7 @@ pub mod containers;
 pub mod tls;
 
 pub use cluster::{FailoverMode, RedisCluster};
+pub use conformance::granted;
 pub use history::{CheckOptions, History, Hold, HoldRecorder, Report, WriteStatus};
 pub use leftovers::{Leftovers, ServerLeftovers, assert_nothing_left, check_nothing_left};
 pub use nodes::RedisNodes;

@@ -299,9 +299,10 @@ impl FencedResource {
         &self,
         key: &str,
         new_value: i64,
-        token: Option<u64>,
+        token: impl Into<Option<u64>>,
         owner: &str,
     ) -> redis::RedisResult<WriteOutcome> {
+        let token: Option<u64> = token.into();
         let (accepted, last_token): (i64, Option<u64>) = WRITE
             .key(Self::redis_key(key))
             .arg(new_value)
@@ -330,10 +331,11 @@ impl FencedResource {
     pub async fn increment(
         &self,
         key: &str,
-        token: Option<u64>,
+        token: impl Into<Option<u64>>,
         owner: &str,
         pause: Duration,
     ) -> redis::RedisResult<Increment> {
+        let token: Option<u64> = token.into();
         let read_value = match token {
             Some(token) => self.read_fenced(key, token, owner).await?.state.value,
             None => self.read(key).await?.value,

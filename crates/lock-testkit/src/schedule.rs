@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use lock_core::{LockBackend, LockOptions, Locker, Wait};
+use lock_core::{Error, Fenced, LockBackend, LockOptions, Locker, Wait};
 use rand::Rng;
 use tokio::time::Instant;
 
@@ -34,8 +34,9 @@ pub struct Schedule {
     pub lock_name: String,
     /// The resource key the workers increment.
     pub resource_key: String,
-    /// The lock options (should ask for fencing and set a wait deadline: the wait budget).
-    pub options: LockOptions,
+    /// The lock options (fenced, so the resource can refuse stale writes; they should set a
+    /// wait deadline: the wait budget).
+    pub options: LockOptions<Fenced>,
     /// Pause between the read and the write inside the critical section.
     pub hold_pause: Duration,
     /// Faults are injected one after another, separated by a random gap in this range.
@@ -45,7 +46,7 @@ pub struct Schedule {
 impl Schedule {
     /// A schedule with the given shape; lock and resource names default to `schedule`.
     #[must_use]
-    pub fn new(workers: usize, acquisitions: usize, options: LockOptions) -> Self {
+    pub fn new(workers: usize, acquisitions: usize, options: LockOptions<Fenced>) -> Self {
         Schedule {
             workers,
             acquisitions,
@@ -224,8 +225,8 @@ async fn one_acquisition<B: LockBackend>(
         .lock_with(&schedule.lock_name, &schedule.options)
         .await
     {
-        Ok(Some(guard)) => guard,
-        Ok(None) => {
+        Ok(guard) => guard,
+        Err(Error::NotAcquired { .. }) => {
             counters.not_acquired.fetch_add(1, Ordering::Relaxed);
             return;
         }

@@ -47,7 +47,7 @@ pub const MIN_ACQUIRED_RATIO: f64 = 0.95;
 /// let lockers = vec![Locker::new(RedisBackend::connect(url.as_str()).await?)];
 /// let options = LockOptions::new()
 ///     .watchdog_lease(Duration::from_millis(1200))
-///     .fencing(true)
+///     .fenced()
 ///     .wait(Duration::from_secs(5));
 /// let schedule = Schedule::new(8, 2000, options);
 /// // The faults: the lock server paused for 100 ms, over and over.

@@ -70,9 +70,8 @@ async fn main() -> Result<(), BoxError> {
     // 3. A fixed lease runs out by itself; lost() says so and the release reports NotHeld.
     let lease = Duration::from_millis(200);
     let guard = a
-        .lock_with(name, &LockOptions::new().lease(lease))
-        .await?
-        .ok_or("free")?;
+        .lock_with(name, &LockOptions::new().fixed_lease(lease))
+        .await?;
     let loss = guard.lost().await;
     println!("A held it with a fixed {lease:?} lease: lost() -> {loss:?}");
     let by_b = b.try_lock(name).await?.ok_or("the lease ran out")?;
@@ -84,11 +83,11 @@ async fn main() -> Result<(), BoxError> {
     assert!(by_b.release().await?.was_held());
 
     // 4. Fencing tokens increase with every grant, whoever gets it.
-    let fenced = LockOptions::new().fencing(true);
+    let fenced = LockOptions::new().fenced();
     let mut tokens = Vec::new();
     for locker in [&a, &b, &a] {
-        let guard = locker.lock_with(name, &fenced).await?.ok_or("free")?;
-        tokens.extend(guard.fencing_token());
+        let guard = locker.lock_with(name, &fenced).await?;
+        tokens.push(guard.fencing_token());
         assert_eq!(guard.release().await?, ReleaseOutcome::Released);
     }
     println!("fencing tokens of three grants: {tokens:?}");

@@ -93,10 +93,7 @@ async fn take_turns(url: &str, tasks: u32) -> distlock::Result<()> {
         .map(|_| {
             let (locker, options) = (locker.clone(), options.clone());
             tokio::spawn(async move {
-                let guard = locker
-                    .lock_with("distlock:demo:metrics", &options)
-                    .await?
-                    .ok_or_else(|| distlock::Error::Unavailable("not granted in 30 s".into()))?;
+                let guard = locker.lock_with("distlock:demo:metrics", &options).await?;
                 tokio::time::sleep(Duration::from_millis(250)).await;
                 guard.release().await
             })

@@ -64,10 +64,7 @@ async fn run(redis: &DemoRedis, name: &str) -> Result<ExitCode, BoxError> {
     let mut raw = redis.raw_connection().await?;
 
     let options = LockOptions::new().watchdog_lease(LEASE);
-    let guard = a
-        .lock_with(name, &options)
-        .await?
-        .ok_or("waiting forever ends with the lock")?;
+    let guard = a.lock_with(name, &options).await?;
     let started = Instant::now();
     println!(
         "client A holds {name:?} with a {LEASE:?} watchdog lease (renewed every ~{} ms); the job takes {JOB:?}",
@@ -134,9 +131,8 @@ async fn run(redis: &DemoRedis, name: &str) -> Result<ExitCode, BoxError> {
 
     // For contrast: the same job under a fixed lease, which nothing renews.
     let guard = a
-        .lock_with(name, &LockOptions::new().lease(LEASE))
-        .await?
-        .ok_or("waiting forever ends with the lock")?;
+        .lock_with(name, &LockOptions::new().fixed_lease(LEASE))
+        .await?;
     let started = Instant::now();
     println!("without the watchdog: a fixed {LEASE:?} lease and the same {JOB:?} job");
     tokio::select! {
@@ -160,10 +156,7 @@ async fn run(redis: &DemoRedis, name: &str) -> Result<ExitCode, BoxError> {
 /// Client B: waits up to 10 s, then releases at once. Returns when it got the lock.
 async fn wait_for_lock(b: RedisLocker, name: String) -> Result<Instant, BoxError> {
     let options = LockOptions::new().wait(Duration::from_secs(10));
-    let guard = b
-        .lock_with(&name, &options)
-        .await?
-        .ok_or("client B gave up waiting")?;
+    let guard = b.lock_with(&name, &options).await?;
     let acquired_at = Instant::now();
     if !guard.release().await?.was_held() {
         return Err("client B's lock expired before its release".into());
