@@ -70,6 +70,10 @@ pub use backend::options::{
     NotificationMode, ShardedPubSub,
 };
 pub use backend::redis_backend::RedisBackend;
+/// The redis-rs crate lock-redis is built on. A `redis::Client` or `ConnectionInfo` handed to
+/// [`RedisBackend::builder_from_client`] and its kin must be of this version: take it from
+/// here rather than depending on redis-rs separately.
+pub use redis;
 pub use wire::description::{Layout, LockDescription, LockList};
 pub use wire::keys;
 pub use wire::replication::{ReplicaAck, Shortfall};

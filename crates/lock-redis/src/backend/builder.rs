@@ -14,7 +14,9 @@ use crate::call::Calls;
 use crate::connection::Connection;
 use crate::connection::pubsub::Notifications;
 use crate::connection::source::Source;
-use crate::connection::tls::TlsSettings;
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
+use crate::connection::tls::has_own_certificates;
+use crate::connection::tls::{Tls, TlsSettings};
 use crate::kind::fast::NativeDelete;
 use crate::wire::announce::Announce;
 use crate::wire::replication::ReplicaAck;
@@ -35,6 +37,31 @@ use crate::wire::replication::ReplicaAck;
 /// # Ok(())
 /// # }
 /// ```
+///
+/// # Your own connection settings
+///
+/// Besides URLs, the builder takes redis-rs's own description of a server, so settings made in
+/// code stay as they are: [`RedisBackend::builder_from_client`] (a `redis::Client`),
+/// [`RedisBackend::builder_from_info`] (a `redis::ConnectionInfo`),
+/// [`RedisBackend::cluster_builder_from_info`] and [`RedisBackend::sentinel_builder_from_info`].
+/// The address, database, username and password, protocol (RESP2 or RESP3), TCP settings and
+/// TLS of the info are kept for every connection the backend makes to that server: commands and
+/// release notifications (which always speak RESP3, to receive pushes). These types are
+/// redis-rs's: use the version lock-redis re-exports, [`lock_redis::redis`](crate::redis).
+///
+/// # Reconnect contract: why not a `ConnectionManager`
+///
+/// The builder takes what to connect *to*, never a connection. The backend makes, checks and
+/// replaces its connections itself: when a call times out or its reply cannot be proven its
+/// own, the command connection is replaced, and the old one is first killed on the server
+/// (`CLIENT KILL ID … ADDR …`) before the new one is used, so a request still queued on the
+/// old connection (the cleanup of a timed-out acquire, say) can never run after newer requests
+/// and undo them. A `redis::aio::ConnectionManager` (or a `MultiplexedConnection` handed over)
+/// reconnects or fails behind the backend's back: requests would move to a new connection
+/// without the old one fenced, and a retried script could apply twice. So none is accepted;
+/// give the `Client` or `ConnectionInfo` you would have made it from. On a cluster, likewise,
+/// the backend makes its own `ClusterClient` with redis-rs's retries off (see
+/// [`RedisBackend::cluster_builder_from_info`]). See `docs/deployments.md`, "Connections".
 #[derive(Clone, Debug)]
 pub struct RedisBackendBuilder {
     target: Target,
@@ -65,21 +92,79 @@ enum Listen {
 #[derive(Clone, Debug)]
 enum Target {
     /// One server.
-    Standalone(String),
-    /// A Redis Cluster, from these seed URLs.
+    Standalone(Endpoint),
+    /// A Redis Cluster, from these seeds.
     #[cfg(feature = "cluster")]
-    Cluster(Vec<String>),
+    Cluster(Vec<Endpoint>),
     /// The primary of a Sentinel service.
     #[cfg(feature = "sentinel")]
     Sentinel {
-        sentinels: Vec<String>,
+        sentinels: Vec<Endpoint>,
         service: String,
         /// Username and password for the data nodes (the Sentinels' own are in their URLs).
         node_auth: Option<(Option<String>, String)>,
     },
 }
 
+/// One server as the application names it: a URL (parsed by [`connect`](RedisBackendBuilder::connect),
+/// so a bad one is an error there), or redis-rs's own connection info (from a `redis::Client`
+/// or a `ConnectionInfo`), used as it is.
+#[derive(Clone, Debug)]
+enum Endpoint {
+    Url(String),
+    // Boxed: a `ConnectionInfo` (with its TLS parameters) is several times a `String`.
+    Info(Box<redis::ConnectionInfo>),
+}
+
+impl Endpoint {
+    /// A client of this server, with the builder's TLS settings (see [`Tls::open_info`] for
+    /// how they combine with the info's own).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`], as [`Tls::open`] and [`Tls::open_info`].
+    fn open(&self, tls: &Tls) -> Result<redis::Client> {
+        match self {
+            Endpoint::Url(url) => tls.open(url),
+            Endpoint::Info(info) => tls.open_info(info.as_ref().clone()),
+        }
+    }
+
+    /// Refuses connection info that carries its own TLS certificates where redis-rs would use
+    /// them for this one connection only (a cluster's seeds, a Sentinel service's Sentinels):
+    /// the nodes found through them would be reached without them.
+    #[cfg(any(feature = "cluster", feature = "sentinel"))]
+    fn check_shared_tls(&self, what: &str) -> Result<()> {
+        match self {
+            Endpoint::Info(info) if has_own_certificates(info) => Err(Error::InvalidConfig {
+                reason: format!(
+                    "the connection info of {what} {} carries TLS certificates of its own \
+                     (`redis::Client::build_with_tls`), which redis-rs would not use for the \
+                     nodes found through it: give them with `tls_ca_pem` / \
+                     `tls_client_identity` instead",
+                    info.addr()
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
 impl RedisBackendBuilder {
+    /// A builder for `target` with the default settings.
+    fn new(target: Target) -> Self {
+        RedisBackendBuilder {
+            target,
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            notifications: NotificationMode::PubSub,
+            kind: LockKind::Reentrant,
+            sharded: ShardedPubSub::Auto,
+            replication: None,
+            tls: TlsSettings::default(),
+        }
+    }
+
     /// Which lock to keep: [`LockKind::Reentrant`] (the default) or [`LockKind::Fast`].
     #[must_use]
     pub fn lock_kind(mut self, kind: LockKind) -> Self {
@@ -245,8 +330,8 @@ impl RedisBackendBuilder {
         }
         let tls = self.tls.check()?;
         let (connection, listen, announce) = match &self.target {
-            Target::Standalone(url) => {
-                let client = tls.open(url)?;
+            Target::Standalone(endpoint) => {
+                let client = endpoint.open(&tls)?;
                 let connection = Connection::standalone(
                     Source::Fixed(client.clone()),
                     self.connect_timeout,
@@ -352,16 +437,78 @@ impl RedisBackend {
     /// with a TLS feature).
     #[must_use]
     pub fn builder(url: impl Into<String>) -> RedisBackendBuilder {
-        RedisBackendBuilder {
-            target: Target::Standalone(url.into()),
-            command_timeout: DEFAULT_COMMAND_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            notifications: NotificationMode::PubSub,
-            kind: LockKind::Reentrant,
-            sharded: ShardedPubSub::Auto,
-            replication: None,
-            tls: TlsSettings::default(),
-        }
+        RedisBackendBuilder::new(Target::Standalone(Endpoint::Url(url.into())))
+    }
+
+    /// A builder for a backend on the server of `client`, an application's own
+    /// `redis::Client`, with every setting of its connection info kept (address, database,
+    /// username and password, RESP2 or RESP3, TCP settings, TLS): for an application that
+    /// already builds its client in code, or shares it with its own data connections.
+    ///
+    /// The backend opens its own connections from the client (commands and release
+    /// notifications, each replaced and fenced by the backend itself: see the
+    /// [reconnect contract](RedisBackendBuilder#reconnect-contract-why-not-a-connectionmanager)),
+    /// so connections the application makes from the same client are not shared with it. The
+    /// same as [`builder_from_info`](Self::builder_from_info) with the client's info.
+    ///
+    /// TLS: a client made with `redis::Client::build_with_tls` keeps its certificates; setting
+    /// [`tls_ca_pem`](RedisBackendBuilder::tls_ca_pem) or
+    /// [`tls_client_identity`](RedisBackendBuilder::tls_client_identity) as well is an
+    /// [`Error::InvalidConfig`] from [`connect`](RedisBackendBuilder::connect), as is either on
+    /// a client that is not on TLS. On a `rediss://` client without certificates of its own
+    /// (`Client::open("rediss://…")`) they are added, as for a URL.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use lock_redis::RedisBackend;
+    /// use lock_redis::redis::{self, ProtocolVersion};
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = redis::Client::open("redis://locks:secret@127.0.0.1:6379/3?protocol=resp3")?;
+    /// assert_eq!(client.get_connection_info().redis_settings().protocol(), ProtocolVersion::RESP3);
+    /// let backend = RedisBackend::builder_from_client(client.clone()).connect().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn builder_from_client(client: redis::Client) -> RedisBackendBuilder {
+        Self::builder_from_info(client.get_connection_info().clone())
+    }
+
+    /// A builder for a backend on the server described by `info`, redis-rs's
+    /// `ConnectionInfo`, with every setting kept (address, database, username and password,
+    /// RESP2 or RESP3, TCP settings, TLS), as
+    /// [`builder_from_client`](Self::builder_from_client) does with a client's.
+    ///
+    /// It takes a `ConnectionInfo`, not `impl IntoConnectionInfo`: a URL goes to
+    /// [`builder`](Self::builder), which checks it in [`connect`](RedisBackendBuilder::connect)
+    /// with the rest of the settings, while a `ConnectionInfo` is one already.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use lock_redis::RedisBackend;
+    /// use lock_redis::redis::{ConnectionAddr, IntoConnectionInfo, ProtocolVersion};
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let info = ConnectionAddr::Tcp("127.0.0.1".into(), 6379).into_connection_info()?;
+    /// let settings = info
+    ///     .redis_settings()
+    ///     .clone()
+    ///     .set_db(2)
+    ///     .set_username("locks")
+    ///     .set_password("secret")
+    ///     .set_protocol(ProtocolVersion::RESP3);
+    /// let backend = RedisBackend::builder_from_info(info.set_redis_settings(settings))
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn builder_from_info(info: redis::ConnectionInfo) -> RedisBackendBuilder {
+        RedisBackendBuilder::new(Target::Standalone(Endpoint::Info(Box::new(info))))
     }
 
     /// A builder for a backend on a Redis Cluster, found from `seeds` (URLs of any of its
@@ -390,16 +537,62 @@ impl RedisBackend {
     pub fn cluster_builder<S: Into<String>>(
         seeds: impl IntoIterator<Item = S>,
     ) -> RedisBackendBuilder {
-        RedisBackendBuilder {
-            target: Target::Cluster(seeds.into_iter().map(Into::into).collect()),
-            command_timeout: DEFAULT_COMMAND_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            notifications: NotificationMode::PubSub,
-            kind: LockKind::Reentrant,
-            sharded: ShardedPubSub::Auto,
-            replication: None,
-            tls: TlsSettings::default(),
-        }
+        RedisBackendBuilder::new(Target::Cluster(
+            seeds
+                .into_iter()
+                .map(|seed| Endpoint::Url(seed.into()))
+                .collect(),
+        ))
+    }
+
+    /// A builder for a backend on a Redis Cluster found from `seeds` given as redis-rs
+    /// `ConnectionInfo`s (as [`cluster_builder`](Self::cluster_builder) with URLs). redis-rs
+    /// takes the username, password, protocol and database of the first seed for every node,
+    /// and refuses seeds that disagree (an [`Error::InvalidConfig`] from
+    /// [`connect`](RedisBackendBuilder::connect)).
+    ///
+    /// Not a `redis::cluster::ClusterClient`: the backend builds its own with redis-rs's
+    /// retries off, on purpose. redis-rs resends a request whose connection dropped, and a
+    /// lock script resent after it ran would apply twice (a hold counted twice, a release
+    /// taking an outer hold too); the backend resends only on answers that prove the request
+    /// did not run (`MOVED`, `ASK`, `TRYAGAIN`, …). A client made elsewhere could not promise
+    /// that.
+    ///
+    /// TLS: the nodes found through the seeds get only the builder's certificates
+    /// ([`tls_ca_pem`](RedisBackendBuilder::tls_ca_pem),
+    /// [`tls_client_identity`](RedisBackendBuilder::tls_client_identity)), never a seed's, so
+    /// a seed made with `redis::Client::build_with_tls` is an [`Error::InvalidConfig`]: give
+    /// `rediss` seeds without certificates and the certificates to the builder.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use lock_redis::RedisBackend;
+    /// use lock_redis::redis::{ConnectionAddr, IntoConnectionInfo};
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let seeds = [7000, 7001].map(|port| {
+    ///     let info = ConnectionAddr::Tcp("127.0.0.1".into(), port).into_connection_info()?;
+    ///     let settings = info.redis_settings().clone().set_username("locks").set_password("secret");
+    ///     Ok::<_, lock_redis::redis::RedisError>(info.set_redis_settings(settings))
+    /// });
+    /// let backend = RedisBackend::cluster_builder_from_info(seeds.into_iter().collect::<Result<Vec<_>, _>>()?)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "cluster")]
+    #[must_use]
+    pub fn cluster_builder_from_info(
+        seeds: impl IntoIterator<Item = redis::ConnectionInfo>,
+    ) -> RedisBackendBuilder {
+        RedisBackendBuilder::new(Target::Cluster(
+            seeds
+                .into_iter()
+                .map(|seed| Endpoint::Info(Box::new(seed)))
+                .collect(),
+        ))
     }
 
     /// A builder for a backend on the primary of the Sentinel service `service`, found through
@@ -433,20 +626,61 @@ impl RedisBackend {
         sentinels: impl IntoIterator<Item = S>,
         service: impl Into<String>,
     ) -> RedisBackendBuilder {
-        RedisBackendBuilder {
-            target: Target::Sentinel {
-                sentinels: sentinels.into_iter().map(Into::into).collect(),
-                service: service.into(),
-                node_auth: None,
-            },
-            command_timeout: DEFAULT_COMMAND_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            notifications: NotificationMode::PubSub,
-            kind: LockKind::Reentrant,
-            sharded: ShardedPubSub::Auto,
-            replication: None,
-            tls: TlsSettings::default(),
-        }
+        RedisBackendBuilder::new(Target::Sentinel {
+            sentinels: sentinels
+                .into_iter()
+                .map(|sentinel| Endpoint::Url(sentinel.into()))
+                .collect(),
+            service: service.into(),
+            node_auth: None,
+        })
+    }
+
+    /// A builder for a backend on the primary of the Sentinel service `service`, found through
+    /// `sentinels` given as redis-rs `ConnectionInfo`s (as
+    /// [`sentinel_builder`](Self::sentinel_builder) with URLs). The infos describe the
+    /// Sentinels themselves (their address, credentials, TLS); the data nodes' credentials are
+    /// [`sentinel_node_auth`](RedisBackendBuilder::sentinel_node_auth), and the database and
+    /// protocol of the data nodes are redis-rs's defaults (0, RESP2).
+    ///
+    /// TLS: the data nodes a Sentinel names get only the builder's certificates, never a
+    /// Sentinel's, so a Sentinel info made with `redis::Client::build_with_tls` is an
+    /// [`Error::InvalidConfig`]: give `rediss` infos without certificates and the certificates
+    /// to the builder.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use lock_redis::RedisBackend;
+    /// use lock_redis::redis::{ConnectionAddr, IntoConnectionInfo};
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let sentinels = [26379, 26380]
+    ///     .map(|port| ConnectionAddr::Tcp("127.0.0.1".into(), port).into_connection_info());
+    /// let backend = RedisBackend::sentinel_builder_from_info(
+    ///     sentinels.into_iter().collect::<Result<Vec<_>, _>>()?,
+    ///     "mymaster",
+    /// )
+    /// .sentinel_node_auth(None, "data-node-password")
+    /// .connect()
+    /// .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "sentinel")]
+    #[must_use]
+    pub fn sentinel_builder_from_info(
+        sentinels: impl IntoIterator<Item = redis::ConnectionInfo>,
+        service: impl Into<String>,
+    ) -> RedisBackendBuilder {
+        RedisBackendBuilder::new(Target::Sentinel {
+            sentinels: sentinels
+                .into_iter()
+                .map(|sentinel| Endpoint::Info(Box::new(sentinel)))
+                .collect(),
+            service: service.into(),
+            node_auth: None,
+        })
     }
 
     /// Connects with the default settings.
@@ -524,9 +758,9 @@ async fn has_sharded_pubsub(connection: &Connection, timeout: Duration) -> Resul
 /// client of each seed (for notifications).
 #[cfg(feature = "cluster")]
 fn cluster_client(
-    seeds: &[String],
+    seeds: &[Endpoint],
     connect_timeout: Duration,
-    tls: &crate::connection::tls::Tls,
+    tls: &Tls,
 ) -> Result<(redis::cluster::ClusterClient, Vec<redis::Client>)> {
     if seeds.is_empty() {
         return Err(Error::InvalidConfig {
@@ -535,7 +769,10 @@ fn cluster_client(
     };
     let clients = seeds
         .iter()
-        .map(|seed| tls.open(seed))
+        .map(|seed| {
+            seed.check_shared_tls("the cluster seed")?;
+            seed.open(tls)
+        })
         .collect::<Result<Vec<_>>>()?;
     let cluster = tls
         .cluster(redis::cluster::ClusterClientBuilder::new(
@@ -555,10 +792,10 @@ fn cluster_client(
 /// The source of a Sentinel service's primary.
 #[cfg(feature = "sentinel")]
 fn sentinel_source(
-    sentinels: &[String],
+    sentinels: &[Endpoint],
     service: &str,
     node_auth: Option<&(Option<String>, String)>,
-    tls: &crate::connection::tls::Tls,
+    tls: &Tls,
 ) -> Result<Source> {
     if sentinels.is_empty() {
         return Err(Error::InvalidConfig {
@@ -572,8 +809,10 @@ fn sentinel_source(
     }
     let infos = sentinels
         .iter()
-        .map(|url| {
-            tls.open(url)
+        .map(|sentinel| {
+            sentinel.check_shared_tls("the Sentinel")?;
+            sentinel
+                .open(tls)
                 .map(|client| client.get_connection_info().clone())
         })
         .collect::<Result<Vec<_>>>()?;

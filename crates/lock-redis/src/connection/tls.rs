@@ -109,8 +109,22 @@ impl Tls {
         let client = redis::Client::open(url).map_err(|error| Error::InvalidConfig {
             reason: format!("bad Redis URL: {error}"),
         })?;
-        if let redis::ConnectionAddr::TcpTls { insecure, .. } = client.get_connection_info().addr()
-        {
+        self.open_info(client.get_connection_info().clone())
+    }
+
+    /// A client of the server described by `info` (a URL parsed, or the application's own
+    /// `redis::Client` / `ConnectionInfo`), keeping all of its settings (address, database,
+    /// credentials, protocol, TCP settings, TLS), with the builder's TLS settings added when
+    /// there are any and `info` has none of its own.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for a TLS address without the `tls-rustls` feature, a TLS
+    /// address that checks no certificate (`insecure`), TLS settings on a plain address, or TLS
+    /// settings while `info` carries certificates of its own (`Client::build_with_tls`): which
+    /// of the two should win would be a guess.
+    pub(crate) fn open_info(&self, info: redis::ConnectionInfo) -> Result<redis::Client> {
+        if let redis::ConnectionAddr::TcpTls { insecure, .. } = info.addr() {
             // redis-rs may have TLS through another crate's features: without ours there is no
             // crypto provider, and the first connect would panic.
             if cfg!(not(feature = "tls-rustls")) {
@@ -131,20 +145,32 @@ impl Tls {
         }
         #[cfg(feature = "tls-rustls")]
         if let Some(certs) = &self.certs {
-            let info = client.get_connection_info();
-            if !matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
-                return Err(invalid(format!(
-                    "TLS settings are given, but the URL of {} is not `rediss://`",
-                    info.addr()
-                )));
-            }
-            return redis::Client::build_with_tls(info.clone(), certs.clone()).map_err(|error| {
-                Error::InvalidConfig {
-                    reason: format!("bad TLS settings: {error}"),
+            return match info.addr() {
+                redis::ConnectionAddr::TcpTls { .. } if has_own_certificates(&info) => {
+                    Err(invalid(format!(
+                        "the connection info of {} carries TLS certificates of its own \
+                         (`redis::Client::build_with_tls`) and `tls_ca_pem` or \
+                         `tls_client_identity` is set too: give the certificates one way",
+                        info.addr()
+                    )))
                 }
-            });
+                redis::ConnectionAddr::TcpTls { .. } => {
+                    redis::Client::build_with_tls(info, certs.clone()).map_err(|error| {
+                        Error::InvalidConfig {
+                            reason: format!("bad TLS settings: {error}"),
+                        }
+                    })
+                }
+                addr => Err(invalid(format!(
+                    "TLS settings are given, but {addr} is not reached over TLS (a `rediss://` \
+                     URL or a `ConnectionAddr::TcpTls`)"
+                ))),
+            };
         }
-        Ok(client)
+        // Never fails: a `ConnectionInfo` is already what `open` would make.
+        redis::Client::open(info).map_err(|error| Error::InvalidConfig {
+            reason: format!("bad connection info: {error}"),
+        })
     }
 
     /// `builder` with the certificates for the nodes a cluster client finds through its seeds
@@ -244,6 +270,21 @@ fn invalid(reason: impl Into<String>) -> Error {
     Error::InvalidConfig {
         reason: reason.into(),
     }
+}
+
+/// Whether `info` carries TLS certificates of its own (made with `Client::build_with_tls`).
+/// redis-rs hands them only to connections made from that very info: the nodes a cluster
+/// client discovers and the data nodes a Sentinel names get the builder's certificates
+/// (`ClusterClientBuilder::certs`, `set_client_to_redis_certificates`), never these.
+#[cfg(any(feature = "tls-rustls", feature = "cluster", feature = "sentinel"))]
+pub(crate) fn has_own_certificates(info: &redis::ConnectionInfo) -> bool {
+    matches!(
+        info.addr(),
+        redis::ConnectionAddr::TcpTls {
+            tls_params: Some(_),
+            ..
+        }
+    )
 }
 
 /// Installs ring as the process's default rustls crypto provider, once. When the application
