@@ -1,7 +1,8 @@
 //! Shared code of the distlock demos (`cargo run -p distlock-examples --bin <name>`):
 //!
 //! - `counter`: many tasks, optionally over several processes, increment a Redis counter with a
-//!   deliberately non-atomic GET + SET under one lock; the total comes out exact.
+//!   deliberately non-atomic GET + SET under one lock; the total comes out exact, also through
+//!   server stalls (its GET and SET are tried again while the lock is held).
 //! - `watchdog`: a job that outlives its lease keeps the lock thanks to the watchdog.
 //! - `custom_backend`: [`custom_backend::MapBackend`], a backend written against `lock-core`
 //!   alone, at work.
