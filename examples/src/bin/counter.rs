@@ -523,8 +523,8 @@ async fn increment_under(
         Err(Interrupted::Failed(error)) => return Err(error),
     };
     // Trying this SET again after a timeout is safe for two reasons, and only for them:
-    // - the value is absolute: a try that timed out may still be applied, before or after the
-    //   retry, and `SET key n+1` applied twice still leaves n+1, where an `INCR` tried again
+    // - the value is absolute: a try that timed out may still be applied (the server was only
+    //   slow), and `SET key n+1` applied twice still leaves n+1, where an `INCR` tried again
     //   would count twice;
     // - the lock is still held (retry_while_held stops as soon as `lost()` fires), so nobody
     //   has written since our GET, and n+1 is still the right value. Once the lock is lost, a
