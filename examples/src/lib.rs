@@ -1,7 +1,8 @@
 //! Shared code of the distlock demos (`cargo run -p distlock-examples --bin <name>`):
 //!
 //! - `counter`: many tasks, optionally over several processes, increment a Redis counter with a
-//!   deliberately non-atomic GET + SET under one lock; the total comes out exact.
+//!   deliberately non-atomic GET + SET under one lock; the total comes out exact, also through
+//!   server stalls (its GET and SET are tried again while the lock is held).
 //! - `watchdog`: a job that outlives its lease keeps the lock thanks to the watchdog.
 //! - `custom_backend`: [`custom_backend::MapBackend`], a backend written against `lock-core`
 //!   alone, at work.
@@ -15,6 +16,7 @@ pub mod custom_backend;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use lock_testkit::{RedisServer, ServerError};
 
@@ -127,7 +129,9 @@ pub enum Deployment {
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let tls = DemoTls::from_files(Some("ca.crt".into()), None, None)?;
 /// let deployment = Deployment::Single("rediss://127.0.0.1:6380/".into());
-/// let locker = deployment.locker(&tls).await?;
+/// let locker = deployment
+///     .locker(&tls, distlock::redis::DEFAULT_COMMAND_TIMEOUT)
+///     .await?;
 /// # let _ = locker;
 /// # Ok(())
 /// # }
@@ -230,11 +234,18 @@ impl DemoTls {
 }
 
 /// A plain connection next to the locks, for the demo's own data.
+///
+/// A call that times out or finds the connection lost fails once; the next call on the same
+/// value goes through again (a new connection where the old one was lost), so the caller can
+/// retry it (see the `counter` demo's `retry_while_held`).
 #[derive(Clone)]
 pub enum RawConnection {
-    /// To one server (or a Sentinel service's primary, as found when connecting).
-    Single(redis::aio::MultiplexedConnection),
-    /// To a Redis Cluster (commands routed by key).
+    /// To one server; reconnects by itself after a lost connection.
+    Single(redis::aio::ConnectionManager),
+    /// To a Sentinel service's primary, as found when connecting (a lost connection stays
+    /// lost: connect again to find the primary).
+    Primary(redis::aio::MultiplexedConnection),
+    /// To a Redis Cluster (commands routed by key; reconnects by itself).
     Cluster(redis::cluster_async::ClusterConnection),
 }
 
@@ -250,18 +261,24 @@ impl RawConnection {
     ) -> redis::RedisResult<T> {
         match self {
             RawConnection::Single(connection) => command.query_async(connection).await,
+            RawConnection::Primary(connection) => command.query_async(connection).await,
             RawConnection::Cluster(connection) => command.query_async(connection).await,
         }
     }
 }
 
 impl Deployment {
-    /// A locker on this deployment (a new client each call), with the TLS files `tls`.
+    /// A locker on this deployment (a new client each call), with the TLS files `tls` and
+    /// `command_timeout` for each call to the server.
     ///
     /// # Errors
     ///
-    /// As the backend's `connect`.
-    pub async fn locker(&self, tls: &DemoTls) -> distlock::Result<distlock::RedisLocker> {
+    /// As the backend's `connect` (a timeout outside 1 ms ..= 1 h is refused there).
+    pub async fn locker(
+        &self,
+        tls: &DemoTls,
+        command_timeout: Duration,
+    ) -> distlock::Result<distlock::RedisLocker> {
         let builder = match self {
             Deployment::Single(url) => distlock::RedisBackend::builder(url.as_str()),
             Deployment::Cluster(seeds) => {
@@ -274,31 +291,41 @@ impl Deployment {
                 )
             }
         };
-        Ok(distlock::Locker::new(tls.apply(builder).connect().await?))
+        let builder = tls.apply(builder).command_timeout(command_timeout);
+        Ok(distlock::Locker::new(builder.connect().await?))
     }
 
-    /// A plain connection for the demo's own data, with the TLS files `tls`.
+    /// A plain connection for the demo's own data, with the TLS files `tls` and
+    /// `response_timeout` for each reply.
+    ///
+    /// Give it the locks' command timeout: redis-rs's own default (500 ms) is much shorter than
+    /// the lock backend's ([`distlock::redis::DEFAULT_COMMAND_TIMEOUT`]), so a server stall the
+    /// locks ride through would fail the data calls made under them.
     ///
     /// # Errors
     ///
     /// When the deployment cannot be reached.
-    pub async fn raw(&self, tls: &DemoTls) -> redis::RedisResult<RawConnection> {
+    pub async fn raw(
+        &self,
+        tls: &DemoTls,
+        response_timeout: Duration,
+    ) -> redis::RedisResult<RawConnection> {
         let certificates = tls.certificates();
+        let client = |url: &str| match certificates.clone() {
+            Some(certificates) => redis::Client::build_with_tls(url, certificates),
+            None => redis::Client::open(url),
+        };
         match self {
             Deployment::Single(url) => {
-                let client = match certificates {
-                    Some(certificates) => {
-                        redis::Client::build_with_tls(url.as_str(), certificates)?
-                    }
-                    None => redis::Client::open(url.as_str())?,
-                };
-                client
-                    .get_multiplexed_async_connection()
+                let config = redis::aio::ConnectionManagerConfig::new()
+                    .set_response_timeout(Some(response_timeout));
+                redis::aio::ConnectionManager::new_with_config(client(url)?, config)
                     .await
                     .map(RawConnection::Single)
             }
             Deployment::Cluster(seeds) => {
-                let mut builder = redis::cluster::ClusterClientBuilder::new(seeds.clone());
+                let mut builder = redis::cluster::ClusterClientBuilder::new(seeds.clone())
+                    .response_timeout(response_timeout);
                 if let Some(certificates) = certificates {
                     builder = builder.certs(certificates);
                 }
@@ -310,10 +337,12 @@ impl Deployment {
             }
             Deployment::Sentinel { sentinels, service } => {
                 let mut sentinel = sentinel_client(sentinels, service, certificates)?;
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_response_timeout(Some(response_timeout));
                 sentinel
-                    .get_async_connection()
+                    .get_async_connection_with_config(&config)
                     .await
-                    .map(RawConnection::Single)
+                    .map(RawConnection::Primary)
             }
         }
     }

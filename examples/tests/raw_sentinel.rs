@@ -2,6 +2,7 @@
 //! reach the Sentinels, and plain `redis://` Sentinels work when TLS files are given too (they
 //! apply to `rediss://` deployments only). Real Sentinel groups, one primary each.
 
+use distlock::redis::DEFAULT_COMMAND_TIMEOUT;
 use distlock_examples::{DemoTls, Deployment, RawConnection};
 use lock_testkit::{SentinelGroup, ServerError, ServerOptions, TestCerts};
 
@@ -58,7 +59,7 @@ async fn credentials_in_tls_sentinel_urls_reach_the_sentinels() {
         service: group.service().into(),
     };
     let mut raw = deployment
-        .raw(&tls)
+        .raw(&tls, DEFAULT_COMMAND_TIMEOUT)
         .await
         .expect("a connection through Sentinels that want a username and password");
     assert_eq!(
@@ -73,7 +74,7 @@ async fn credentials_in_tls_sentinel_urls_reach_the_sentinels() {
             .collect(),
         service: group.service().into(),
     };
-    assert!(anonymous.raw(&tls).await.is_err());
+    assert!(anonymous.raw(&tls, DEFAULT_COMMAND_TIMEOUT).await.is_err());
 }
 
 #[tokio::test]
@@ -85,7 +86,7 @@ async fn plain_sentinels_work_with_tls_files_given() {
         service: group.service().into(),
     };
     let mut raw = deployment
-        .raw(&tls_files(&certs))
+        .raw(&tls_files(&certs), DEFAULT_COMMAND_TIMEOUT)
         .await
         .expect("a connection through plain Sentinels");
     assert_eq!(
