@@ -299,25 +299,39 @@ pub(crate) fn output_dir() -> PathBuf {
 }
 
 fn target_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from)
+    let start = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok());
+    find_target_dir(
+        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from),
+        std::env::current_exe().ok(),
+        start,
+    )
+}
+
+/// [`target_dir`] from its inputs: `CARGO_TARGET_DIR`, the running executable, and the
+/// directory to walk up from to the workspace's `Cargo.lock`.
+fn find_target_dir(
+    cargo_target_dir: Option<PathBuf>,
+    exe: Option<PathBuf>,
+    start: Option<PathBuf>,
+) -> Option<PathBuf> {
+    // A relative CARGO_TARGET_DIR is relative to where cargo ran, which a test does not know.
+    if let Some(dir) = cargo_target_dir
         && dir.is_absolute()
     {
         return Some(dir);
     }
     // Test binaries live in `<target>/<profile>/deps/` (or `<target>/<triple>/<profile>/deps/`),
     // and cargo marks `<target>` with a CACHEDIR.TAG.
-    if let Ok(exe) = std::env::current_exe()
-        && let Some(dir) = exe
-            .ancestors()
+    if let Some(dir) = exe.as_deref().and_then(|exe| {
+        exe.ancestors()
             .skip(1)
             .find(|dir| dir.join("CACHEDIR.TAG").is_file())
-    {
+    }) {
         return Some(dir.to_path_buf());
     }
-    let start = std::env::var_os("CARGO_MANIFEST_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_dir().ok())?;
-    start
+    start?
         .ancestors()
         .find(|dir| dir.join("Cargo.lock").is_file())
         .map(|dir| dir.join("target"))
@@ -480,6 +494,32 @@ mod tests {
         assert_eq!(file_name(""), "history");
         assert_eq!(file_name("../x"), "history.._x");
         assert_eq!(escape("<a & \"b\">\u{1}"), "&lt;a &amp; &quot;b&quot;&gt;?");
+    }
+
+    #[test]
+    fn finds_the_target_directory() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let workspace = root.path().join("ws");
+        let target = root.path().join("elsewhere/target");
+        let deps = target.join("x86_64-unknown-linux-gnu/debug/deps");
+        std::fs::create_dir_all(&deps).expect("dirs");
+        std::fs::create_dir_all(workspace.join("crates/a")).expect("dirs");
+        std::fs::write(target.join("CACHEDIR.TAG"), "").expect("tag");
+        std::fs::write(workspace.join("Cargo.lock"), "").expect("lock");
+        let exe = Some(deps.join("canaries-0123"));
+        let start = Some(workspace.join("crates/a"));
+        let given = PathBuf::from("/given/target");
+
+        let found = |env: Option<&Path>, exe: &Option<PathBuf>| {
+            find_target_dir(env.map(Path::to_path_buf), exe.clone(), start.clone())
+        };
+        assert_eq!(found(Some(&given), &exe), Some(given.clone()));
+        // A relative CARGO_TARGET_DIR is skipped; the executable's CACHEDIR.TAG wins.
+        assert_eq!(found(Some(Path::new("rel")), &exe), Some(target.clone()));
+        // No tag above the executable: the Cargo.lock above the start.
+        let untagged = Some(root.path().join("bin/tool"));
+        assert_eq!(found(None, &untagged), Some(workspace.join("target")));
+        assert_eq!(find_target_dir(None, None, None), None);
     }
 
     #[test]
