@@ -29,6 +29,7 @@
 //!
 //! ```text
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1,w2 --json out.json
+//! cargo run --release -p distlock-bench --bin lockbench -- --plot-from out.json --plot out.svg
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w4 --nodes 3,5
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1,w2,w4 --smoke
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w3,w5,w6 --rounds 1
@@ -39,6 +40,7 @@ mod acked;
 mod cluster;
 mod contenders;
 mod measurement;
+mod plot;
 mod probe;
 mod server_limit;
 mod targets;
@@ -229,6 +231,13 @@ struct Args {
     /// Also write the results to this JSON file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also draw the summary rows (each row's median round) to this SVG file: one panel per
+    /// workload, ops/s and p99 latency side by side.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Run nothing: draw `--plot` from the rows of this JSON file (written by `--json`).
+    #[arg(long, requires = "plot")]
+    plot_from: Option<PathBuf>,
     /// A seconds-long pass for CI: overrides the counts (`--iterations 300 --w4-iterations 300
     /// --warmup 50 --chunk 100 --duration 0.5 --slices 2 --w3-duration 1 --locks 1000
     /// --w5-periods 1 --waiters 500`, no `--per-task`) and skips `redis-benchmark`.
@@ -256,6 +265,14 @@ impl Args {
 
 fn main() -> Result<(), BenchError> {
     let mut args = Args::parse();
+    if let (Some(from), Some(to)) = (&args.plot_from, &args.plot) {
+        let text = std::fs::read_to_string(from)
+            .map_err(|error| format!("--plot-from {}: {error}", from.display()))?;
+        let rows = plot::rows_from_json(&text)
+            .map_err(|error| format!("--plot-from {}: {error}", from.display()))?;
+        let title = format!("lockbench: {}", from.display());
+        return write_plot(to, &title, &rows);
+    }
     if args.smoke {
         args.smoke();
     }
@@ -458,6 +475,26 @@ fn main() -> Result<(), BenchError> {
         std::fs::write(path, json)?;
         println!("wrote {}", path.display());
     }
+    if let Some(path) = &args.plot {
+        let rows: Vec<plot::PlotRow> = medians.iter().map(|row| plot::PlotRow::of(row)).collect();
+        let title = format!(
+            "lockbench, median of {} round(s), {version}",
+            args.rounds.max(1)
+        );
+        write_plot(path, &title, &rows)?;
+    }
+    Ok(())
+}
+
+/// Writes `--plot`'s picture of `rows`.
+fn write_plot(
+    path: &std::path::Path,
+    title: &str,
+    rows: &[plot::PlotRow],
+) -> Result<(), BenchError> {
+    std::fs::write(path, plot::svg(title, rows))
+        .map_err(|error| format!("--plot {}: {error}", path.display()))?;
+    println!("wrote {}", path.display());
     Ok(())
 }
 

@@ -289,6 +289,12 @@ async fn restart_without_persistence_is_observed() {
         report.overlaps >= 1,
         "the checker missed the overlap: {report}"
     );
+    // The checker drew the holds around the overlap: the picture is left under `target/` for a
+    // reader to see the hole.
+    let picture = report.timeline.as_ref().expect("a timeline of the overlap");
+    let size = std::fs::metadata(picture).map_or(0, |meta| meta.len());
+    assert!(size > 0, "{} is missing or empty", picture.display());
+    eprintln!("timeline: {}", picture.display());
     // A finding if it fails: the token of the second holder must exceed the first's.
     assert!(
         outcome.token_b > outcome.token_a,

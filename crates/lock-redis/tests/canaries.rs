@@ -105,6 +105,19 @@ fn assert_seen_and_fenced(name: &str, report: &Report, rounds: usize) {
         "{name}: only stale writes are rejected: {report}"
     );
     assert_eq!(report.lost_updates, 0, "{name}: {report}");
+    assert_timeline_left(name, report);
+}
+
+/// The checker drew the holds around the overlap: the picture is left under `target/` for a
+/// reader to see the hole.
+fn assert_timeline_left(name: &str, report: &Report) {
+    let path = report
+        .timeline
+        .as_ref()
+        .unwrap_or_else(|| panic!("{name}: no timeline picture: {report}"));
+    let size = std::fs::metadata(path).map_or(0, |meta| meta.len());
+    assert!(size > 0, "{name}: {} is missing or empty", path.display());
+    println!("canary {name}: timeline {}", path.display());
 }
 
 /// Failover to a replica that had not replicated the grant. The replica knew the lock and its

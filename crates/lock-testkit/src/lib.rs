@@ -43,6 +43,7 @@ pub mod schedule;
 pub mod sentinel;
 pub mod server;
 pub mod slow_node;
+mod timeline;
 pub mod verdict;
 
 #[cfg(feature = "testcontainers")]

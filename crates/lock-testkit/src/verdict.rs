@@ -24,7 +24,9 @@ pub const MIN_ACQUIRED_RATIO: f64 = 0.95;
 ///
 /// # Panics
 ///
-/// When any part of the verdict fails, with the overlaps found or the leftovers in the message.
+/// When any part of the verdict fails, with the overlaps found or the leftovers in the message;
+/// after an overlap, a lost update or a fence rejection the message also names the timeline
+/// picture the checker drew ([`Report::timeline`](crate::Report::timeline)).
 ///
 /// # Example
 ///
@@ -88,13 +90,24 @@ pub async fn assert_battery_verdict<I, S>(
         report.faults.len()
     );
     assert!(report.attempts >= schedule.acquisitions as u64);
+    // The checker drew the holds around a violation: the failure names the picture.
+    let timeline = report
+        .check
+        .timeline
+        .as_ref()
+        .map_or_else(String::new, |path| {
+            format!("\ntimeline: {}", path.display())
+        });
     assert_eq!(
         report.check.overlaps, 0,
-        "{:#?}",
+        "{:#?}{timeline}",
         report.check.overlap_examples
     );
-    assert_eq!(report.check.lost_updates, 0);
-    assert_eq!(report.check.fence_rejections, 0);
+    assert_eq!(report.check.lost_updates, 0, "lost updates{timeline}");
+    assert_eq!(
+        report.check.fence_rejections, 0,
+        "fence rejections{timeline}"
+    );
     assert_eq!(report.resource_errors, 0);
     assert!(
         report.acquired_ratio() >= MIN_ACQUIRED_RATIO,
