@@ -349,6 +349,14 @@ pub trait LockBackend: Send + Sync + 'static {
         true
     }
 
+    /// A short name of the lock this backend keeps, recorded as the `kind` field of the
+    /// `distlock.acquire`, `distlock.release` and `distlock.renew` spans: `"reentrant"` and
+    /// `"fast"` (Redis), `"redlock"` and `"multi"` (composites), `"memory"`. `"custom"` by
+    /// default.
+    fn kind(&self) -> &'static str {
+        "custom"
+    }
+
     /// One attempt to take the lock for the owner field `request.owner_field`, without waiting.
     ///
     /// # Atomicity
@@ -642,6 +650,8 @@ pub trait DynLockBackend: Send + Sync + 'static {
     fn clock_drift(&self, lease: Duration) -> Duration;
     /// See [`LockBackend::reentrant`].
     fn reentrant(&self) -> bool;
+    /// See [`LockBackend::kind`].
+    fn kind(&self) -> &'static str;
     /// See [`LockBackend::try_acquire`] (errors and cancel safety included).
     fn try_acquire<'a>(
         &'a self,
@@ -684,6 +694,9 @@ impl<T: LockBackend> DynLockBackend for T {
     }
     fn reentrant(&self) -> bool {
         LockBackend::reentrant(self)
+    }
+    fn kind(&self) -> &'static str {
+        LockBackend::kind(self)
     }
     fn try_acquire<'a>(
         &'a self,
@@ -736,6 +749,9 @@ impl LockBackend for Arc<dyn DynLockBackend> {
     }
     fn reentrant(&self) -> bool {
         (**self).reentrant()
+    }
+    fn kind(&self) -> &'static str {
+        (**self).kind()
     }
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
         (**self).try_acquire(request).await

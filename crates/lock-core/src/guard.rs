@@ -280,7 +280,9 @@ impl<B: LockBackend, F: Fencing> LockGuard<B, F> {
         let span = tracing::info_span!(
             "distlock.release",
             name = self.hold.name(),
+            kind = self.locker.backend.kind(),
             owner = self.hold.field(),
+            node = tracing::field::Empty,
             outcome = tracing::field::Empty,
         );
         let released = self

@@ -188,7 +188,9 @@ impl<B: LockBackend> Locker<B> {
         let span = tracing::info_span!(
             "distlock.acquire",
             name,
+            kind = self.shared.backend.kind(),
             owner = key.field(),
+            node = tracing::field::Empty,
             wait = ?options.wait_policy(),
             outcome = tracing::field::Empty,
             hold_count = tracing::field::Empty,

@@ -167,6 +167,10 @@ impl LockBackend for MemoryBackend {
         &self.client_id
     }
 
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
         let mut tables = self.tables();
         let now = Instant::now();

@@ -337,7 +337,11 @@ async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
         .min()
         .expect("batch is not empty");
     let sent_at = Instant::now();
-    let span = tracing::debug_span!("distlock.renew", batch = batch.len());
+    let span = tracing::debug_span!(
+        "distlock.renew",
+        kind = shared.backend.kind(),
+        batch = batch.len()
+    );
     let result = tokio::time::timeout_at(give_up_at, shared.backend.renew(&renewals))
         .instrument(span)
         .await;

@@ -323,9 +323,9 @@ impl<P: Quorum> Composite<P> {
                         .unwrap_or(Err(Error::Timeout { after: timeout }))
                 });
                 sent.await.unwrap_or_else(|error| {
-                    Err(Error::ConnectionLost(format!(
-                        "the call waiting for a late acquire ended: {error}"
-                    )))
+                    Err(Error::ConnectionLost(
+                        format!("the call waiting for a late acquire ended: {error}").into(),
+                    ))
                 })
             }
         }))
@@ -368,7 +368,7 @@ impl AcquireTally {
             }
             Ok(other) => self.failures.push(NodeFailure::new(
                 node,
-                Error::Protocol(format!("unknown acquire outcome {other:?}")),
+                Error::Protocol(format!("unknown acquire outcome {other:?}").into()),
             )),
             Err(error) => self.failures.push(NodeFailure::new(node, error)),
         }
@@ -404,6 +404,11 @@ impl<P: Quorum> LockBackend for Composite<P> {
     /// its own hold there.
     fn reentrant(&self) -> bool {
         self.nodes.iter().all(LockBackend::reentrant)
+    }
+
+    /// The policy's name: `"redlock"`, `"multi"`.
+    fn kind(&self) -> &'static str {
+        self.policy.name()
     }
 
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
@@ -604,11 +609,14 @@ impl<P: Quorum> LockBackend for Composite<P> {
                 Ok(outcomes) if outcomes.len() == renewals.len() => answers.push(outcomes),
                 Ok(outcomes) => failures.push(NodeFailure::new(
                     node,
-                    Error::Protocol(format!(
-                        "{} renewal answers for {} leases",
-                        outcomes.len(),
-                        renewals.len()
-                    )),
+                    Error::Protocol(
+                        format!(
+                            "{} renewal answers for {} leases",
+                            outcomes.len(),
+                            renewals.len()
+                        )
+                        .into(),
+                    ),
                 )),
                 Err(error) => failures.push(NodeFailure::new(node, error)),
             }

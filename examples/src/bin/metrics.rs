@@ -102,7 +102,7 @@ async fn take_turns(url: &str, tasks: u32) -> distlock::Result<()> {
     for turn in turns {
         let released = turn
             .await
-            .map_err(|error| distlock::Error::Unavailable(error.to_string()))??;
+            .map_err(|error| distlock::Error::Unavailable(error.to_string().into()))??;
         if released != distlock::ReleaseOutcome::Released {
             eprintln!("a turn ended with {released:?}");
         }

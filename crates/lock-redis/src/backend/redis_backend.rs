@@ -196,8 +196,16 @@ impl LockBackend for RedisBackend {
         self.inner.kind == LockKind::Reentrant
     }
 
+    fn kind(&self) -> &'static str {
+        match self.inner.kind {
+            LockKind::Reentrant => "reentrant",
+            LockKind::Fast => "fast",
+        }
+    }
+
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
         let calls = &self.inner.calls;
+        record_node(calls, request.name);
         match self.inner.kind {
             LockKind::Fast => fast::try_acquire(calls, request).await,
             LockKind::Reentrant => reentrant::try_acquire(calls, request).await,
@@ -211,6 +219,7 @@ impl LockBackend for RedisBackend {
         lease: Duration,
     ) -> Result<ReleaseOutcome> {
         let calls = &self.inner.calls;
+        record_node(calls, name);
         match self.inner.kind {
             LockKind::Fast => {
                 fast::release(calls, self.inner.native_delete, name, owner_field).await
@@ -253,5 +262,16 @@ impl LockBackend for RedisBackend {
 
     async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
         self.inner.notifications.watch(&keys::channel(name)).await
+    }
+}
+
+/// Names the node serving `name` in the `node` field of the current span (`distlock.acquire`,
+/// `distlock.release`), when a subscriber listens: the address is looked up only then.
+fn record_node(calls: &Calls, name: &str) {
+    let span = tracing::Span::current();
+    if !span.is_disabled()
+        && let Some(node) = calls.connection().node_of(name)
+    {
+        span.record("node", node.as_str());
     }
 }

@@ -289,6 +289,6 @@ fn same_error(error: &Error) -> Error {
         Error::Timeout { after } => Error::Timeout { after: *after },
         Error::ConnectionLost(text) => Error::ConnectionLost(text.clone()),
         Error::Protocol(text) => Error::Protocol(text.clone()),
-        other => Error::ConnectionLost(other.to_string()),
+        other => Error::ConnectionLost(other.to_string().into()),
     }
 }

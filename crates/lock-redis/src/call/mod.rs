@@ -516,14 +516,14 @@ fn script_reply<T: FromRedisValue>(mut reply: Vec<Value>, timeout: Duration) -> 
             decode(items)
         }
         Some(Value::ServerError(error)) => Err(map_error(&error.into(), timeout)),
-        other => Err(Error::Protocol(format!(
-            "unexpected lock script reply: {other:?}"
-        ))),
+        other => Err(Error::Protocol(
+            format!("unexpected lock script reply: {other:?}").into(),
+        )),
     }
 }
 
 /// A lock script's reply items (after the request id) as `T`.
 fn decode<T: FromRedisValue>(items: Vec<Value>) -> Result<T> {
     T::from_redis_value(Value::Array(items))
-        .map_err(|error| Error::Protocol(format!("unexpected lock script reply: {error}")))
+        .map_err(|error| Error::Protocol(format!("unexpected lock script reply: {error}").into()))
 }

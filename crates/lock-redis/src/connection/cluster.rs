@@ -403,6 +403,16 @@ impl Cluster {
         self.shared.owners_stale.store(true, Ordering::Release);
     }
 
+    /// The address of the primary serving the lock `route`, from the copy of the slot map if
+    /// one was read (for renewals) and names its slot; `None` otherwise. For spans only: calls
+    /// are routed by redis-rs.
+    pub(crate) fn node_of(&self, route: &str) -> Option<String> {
+        let owners = lock(&self.shared.owners).clone()?;
+        let node = owners.node_of(crate::wire::keys::slot(route))?;
+        let (host, port) = owners.primaries().get(node)?;
+        Some(format!("{host}:{port}"))
+    }
+
     /// Whether `link` is in step with the node serving `route`: a `PING` with a fresh id, sent
     /// to that node, must come back with that id.
     pub(crate) async fn in_step(&self, link: &Arc<Link>, route: &str) -> Alignment {

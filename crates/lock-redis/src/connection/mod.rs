@@ -180,6 +180,18 @@ impl Connection {
         }
     }
 
+    /// The address of the node serving the lock `route`, when known without asking: the one
+    /// server (behind Sentinels, the current primary); on a cluster the primary of its slot
+    /// in the copy of the slot map, if one was read. For spans.
+    pub(crate) fn node_of(&self, route: &str) -> Option<String> {
+        let _ = route; // only a cluster routes
+        match self {
+            Connection::Standalone(standalone) => standalone.node().map(|node| node.to_string()),
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(cluster) => cluster.node_of(route),
+        }
+    }
+
     /// A fresh request id.
     pub(crate) fn next_request_id(&self) -> u64 {
         match self {

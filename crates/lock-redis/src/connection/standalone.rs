@@ -51,6 +51,8 @@ struct ServerClient {
 /// One established command connection.
 pub(crate) struct Link {
     connection: MultiplexedConnection,
+    /// The server's address (`host:port`), for the `node` field of spans.
+    node: Arc<str>,
     /// `None` when the server would not say (no `CLIENT INFO` right, or a server before 6.2).
     identity: Option<ServerClient>,
     generation: u64,
@@ -228,6 +230,15 @@ impl Standalone {
     /// The current link without waiting, if there is one.
     pub(crate) fn ready(&self) -> Option<Arc<Link>> {
         lock(&self.shared.current).link.clone()
+    }
+
+    /// The address of the server the current link is connected to (behind Sentinels, the
+    /// primary it found), if there is a link.
+    pub(crate) fn node(&self) -> Option<Arc<str>> {
+        lock(&self.shared.current)
+            .link
+            .as_ref()
+            .map(|link| link.node.clone())
     }
 
     /// Reports that `link` cannot be trusted any more (out of step, timed out or dropped). The
@@ -510,7 +521,11 @@ async fn publish(shared: &Shared, link: &Arc<Link>) -> Result<()> {
                 name = %next.route(),
                 "a deferred cleanup was refused; its hold ends with its lease"
             ),
-            Ok(other) => return Err(Error::Protocol(format!("cleanup answered {other:?}"))),
+            Ok(other) => {
+                return Err(Error::Protocol(
+                    format!("cleanup answered {other:?}").into(),
+                ));
+            }
             Err(error) => return Err(map_error(&error, Duration::ZERO)),
         }
         // Only this task removes from the front, and `defer` only adds at the back.
@@ -528,6 +543,7 @@ async fn establish(source: &Source, config: &AsyncConnectionConfig) -> Result<Li
         .get_multiplexed_async_connection_with_config(config)
         .await
         .map_err(|error| map_error(&error, Duration::ZERO))?;
+    let node = client.get_connection_info().addr().to_string().into();
     let identity = match redis::cmd("CLIENT")
         .arg("INFO")
         .query_async::<String>(&mut connection)
@@ -545,6 +561,7 @@ async fn establish(source: &Source, config: &AsyncConnectionConfig) -> Result<Li
     preload_scripts(&connection).await;
     Ok(Link {
         connection,
+        node,
         identity,
         generation: 0,
     })
@@ -570,8 +587,9 @@ async fn may_ping(connection: &mut MultiplexedConnection) -> Result<()> {
 /// for any other error.
 pub(crate) fn refused_right(error: &redis::RedisError, grant: &str) -> Option<Error> {
     (error.code() == Some("NOPERM")).then(|| {
-        Error::NotPermitted(format!(
-            "{error} (distlock needs {grant}: see docs/deployments.md, \"ACL\")"
+        Error::NotPermitted(lock_core::error::Cause::with_source(
+            format!("{error} (distlock needs {grant}: see docs/deployments.md, \"ACL\")"),
+            error.clone(),
         ))
     })
 }
@@ -617,7 +635,9 @@ async fn fence(link: &Link, old: &ServerClient) -> Result<()> {
         }
         // Busy, loading, ...: the kill did not run; try again.
         Ok(Value::ServerError(error)) => Err(map_error(&error.into(), Duration::ZERO)),
-        Ok(other) => Err(Error::Protocol(format!("CLIENT KILL answered {other:?}"))),
+        Ok(other) => Err(Error::Protocol(
+            format!("CLIENT KILL answered {other:?}").into(),
+        )),
         Err(error) => Err(map_error(&error, Duration::ZERO)),
     }
 }

@@ -138,13 +138,15 @@ async fn acquire_once(
                     Some(Value::ServerError(error)) => {
                         return Err(map_error(&error.clone().into(), timeout));
                     }
-                    other => return Err(Error::Protocol(format!("PTTL answered {other:?}"))),
+                    other => {
+                        return Err(Error::Protocol(format!("PTTL answered {other:?}").into()));
+                    }
                 }
             }
             Some(Value::ServerError(error)) => {
                 return Err(map_error(&error.clone().into(), timeout));
             }
-            other => return Err(Error::Protocol(format!("SET NX answered {other:?}"))),
+            other => return Err(Error::Protocol(format!("SET NX answered {other:?}").into())),
         }
     }
 }
@@ -202,7 +204,11 @@ pub(crate) async fn release(
                 Some(Value::ServerError(error)) => {
                     return Err(map_error(&error.clone().into(), timeout));
                 }
-                other => return Err(Error::Protocol(format!("DELIFEQ answered {other:?}"))),
+                other => {
+                    return Err(Error::Protocol(
+                        format!("DELIFEQ answered {other:?}").into(),
+                    ));
+                }
             }
         }
     };

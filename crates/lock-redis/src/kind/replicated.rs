@@ -94,9 +94,10 @@ pub(crate) fn refused(given_back: Result<(), Error>, refusal: Error) -> Error {
     match given_back {
         Ok(()) => refusal,
         Err(error) if error.is_ambiguous() => error,
-        Err(error) => Error::ConnectionLost(format!(
-            "{refusal}, and giving the grant back failed ({error}): it may still stand"
-        )),
+        Err(error) => Error::ConnectionLost(
+            format!("{refusal}, and giving the grant back failed ({error}): it may still stand")
+                .into(),
+        ),
     }
 }
 

@@ -194,11 +194,14 @@ async fn send_chunk(
         )
         .await?;
     if reply.len() != chunk.len() {
-        return Err(Error::Protocol(format!(
-            "renew script answered {} results for {} keys",
-            reply.len(),
-            chunk.len()
-        )));
+        return Err(Error::Protocol(
+            format!(
+                "renew script answered {} results for {} keys",
+                reply.len(),
+                chunk.len()
+            )
+            .into(),
+        ));
     }
     // Too few replicas: renewed on the primary, but not yet to be counted on.
     let stand = replicated::renewals_stand(calls, acknowledged);
@@ -254,9 +257,9 @@ pub(crate) async fn inspect(calls: &Calls, script: &LockScript, name: &str) -> R
         .await?;
     let mut holders = Vec::with_capacity(flat.len() / 2);
     for pair in flat.chunks_exact(2) {
-        let held: u32 = pair[1]
-            .parse()
-            .map_err(|_| Error::Protocol(format!("hold count {:?} is not a number", pair[1])))?;
+        let held: u32 = pair[1].parse().map_err(|_| {
+            Error::Protocol(format!("hold count {:?} is not a number", pair[1]).into())
+        })?;
         holders.push((pair[0].clone(), held));
     }
     holders.sort();

@@ -94,14 +94,13 @@ pub(crate) fn describe_reply(reply: DescribeReply) -> Result<LockDescription> {
         _ => (Layout::Other(kind), Vec::new()),
     };
     holders.sort();
-    let fencing_counter =
-        if counter.is_empty() {
-            None
-        } else {
-            Some(counter.parse().map_err(|_| {
-                Error::Protocol(format!("fencing counter {counter:?} is not a number"))
-            })?)
-        };
+    let fencing_counter = if counter.is_empty() {
+        None
+    } else {
+        Some(counter.parse().map_err(|_| {
+            Error::Protocol(format!("fencing counter {counter:?} is not a number").into())
+        })?)
+    };
     Ok(LockDescription {
         ttl: if layout == Layout::Free {
             None

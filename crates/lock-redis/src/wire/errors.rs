@@ -3,34 +3,37 @@
 use std::time::Duration;
 
 use lock_core::Error;
+use lock_core::error::Cause;
 use redis::{ErrorKind, RedisError};
 
 /// Maps a redis-rs error to a distinct [`Error`] kind. `timeout` is the call timeout, reported
 /// when the call timed out.
 pub(crate) fn map_error(error: &RedisError, timeout: Duration) -> Error {
-    let text = error.to_string();
     if error.is_timeout() {
         return Error::Timeout { after: timeout };
     }
+    let text = error.to_string();
+    // The redis-rs error stays behind the message as the error's `source()`.
+    let cause = || Cause::with_source(text.clone(), error.clone());
     match error.code() {
-        Some("WRONGTYPE") => return Error::WrongType(text),
-        Some("READONLY") => return Error::ReadOnly(text),
-        Some("NOPERM" | "WRONGPASS" | "NOAUTH") => return Error::NotPermitted(text),
-        Some("ERR") if refused_in_script(error) => return Error::NotPermitted(text),
-        _ if refused_select(&text) => return Error::NotPermitted(text),
-        Some("OOM") => return Error::OutOfMemory(text),
+        Some("WRONGTYPE") => return Error::WrongType(cause()),
+        Some("READONLY") => return Error::ReadOnly(cause()),
+        Some("NOPERM" | "WRONGPASS" | "NOAUTH") => return Error::NotPermitted(cause()),
+        Some("ERR") if refused_in_script(error) => return Error::NotPermitted(cause()),
+        _ if refused_select(&text) => return Error::NotPermitted(cause()),
+        Some("OOM") => return Error::OutOfMemory(cause()),
         Some("LOADING" | "BUSY" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN") => {
-            return Error::Unavailable(text);
+            return Error::Unavailable(cause());
         }
         _ => {}
     }
     match error.kind() {
-        ErrorKind::AuthenticationFailed => Error::NotPermitted(text),
+        ErrorKind::AuthenticationFailed => Error::NotPermitted(cause()),
         ErrorKind::InvalidClientConfig => Error::InvalidConfig { reason: text },
-        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => Error::Protocol(text),
-        _ if error.is_io_error() || error.is_connection_dropped() => Error::ConnectionLost(text),
-        _ if error.is_unrecoverable_error() => Error::ConnectionLost(text),
-        _ => Error::Backend(text),
+        ErrorKind::Parse | ErrorKind::UnexpectedReturnType => Error::Protocol(cause()),
+        _ if error.is_io_error() || error.is_connection_dropped() => Error::ConnectionLost(cause()),
+        _ if error.is_unrecoverable_error() => Error::ConnectionLost(cause()),
+        _ => Error::Backend(cause()),
     }
 }
 
@@ -61,6 +64,30 @@ mod tests {
             Ok(redis::Value::ServerError(error)) => error.into(),
             other => panic!("not an error reply: {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_redis_error_is_the_source() {
+        use std::error::Error as _;
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
+        let mapped = map_error(&RedisError::from(io), Duration::ZERO);
+        assert!(matches!(mapped, Error::ConnectionLost(_)), "{mapped:?}");
+        let source = mapped.source().expect("a source");
+        let redis_error = source
+            .downcast_ref::<RedisError>()
+            .expect("the redis-rs error");
+        assert!(redis_error.is_io_error());
+        let io = redis_error.source().expect("the I/O error below it");
+        assert!(io.to_string().contains("reset by peer"), "{io}");
+
+        let oom = map_error(&server_error("OOM", "no memory"), Duration::ZERO);
+        let source = oom.source().expect("a source");
+        assert_eq!(
+            source
+                .downcast_ref::<RedisError>()
+                .and_then(RedisError::code),
+            Some("OOM")
+        );
     }
 
     #[test]

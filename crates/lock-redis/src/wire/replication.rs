@@ -196,19 +196,20 @@ impl ReplicaAck {
                 &error.into(),
                 Duration::ZERO,
             )),
-            Value::Int(_) if !self.fsynced => {
-                count(&reply).ok_or_else(|| Error::Protocol(format!("WAIT answered {reply:?}")))
-            }
+            Value::Int(_) if !self.fsynced => count(&reply)
+                .ok_or_else(|| Error::Protocol(format!("WAIT answered {reply:?}").into())),
             Value::Array(ref items) if self.fsynced && items.len() == 2 => {
                 match (count(&items[0]), count(&items[1])) {
                     (Some(0), Some(_)) => Ok(0),
                     (Some(_), Some(replicas)) => Ok(replicas),
-                    _ => Err(Error::Protocol(format!("WAITAOF answered {reply:?}"))),
+                    _ => Err(Error::Protocol(
+                        format!("WAITAOF answered {reply:?}").into(),
+                    )),
                 }
             }
-            other => Err(Error::Protocol(format!(
-                "replica acknowledgement answered {other:?}"
-            ))),
+            other => Err(Error::Protocol(
+                format!("replica acknowledgement answered {other:?}").into(),
+            )),
         }
     }
 

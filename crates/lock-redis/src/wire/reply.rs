@@ -17,9 +17,9 @@ pub(crate) fn acquire_outcome(reply: &[i64], fencing: bool) -> Result<AcquireOut
         [0, pttl] => Ok(AcquireOutcome::Held {
             ttl: ttl_from_pttl(*pttl),
         }),
-        other => Err(Error::Protocol(format!(
-            "acquire script answered {other:?}"
-        ))),
+        other => Err(Error::Protocol(
+            format!("acquire script answered {other:?}").into(),
+        )),
     }
 }
 
@@ -39,9 +39,10 @@ pub(crate) fn echoes(first: Option<&Value>, nonce: u64) -> bool {
 /// The error of a call whose error reply cannot be attributed: the check `PING` was refused
 /// with another error. Ambiguous, since the call may have run; the connection is kept.
 pub(crate) fn unattributable(refusal: &redis::ServerError) -> Error {
-    Error::ConnectionLost(format!(
-        "an error reply could not be attributed (the check PING was refused: {refusal:?})"
-    ))
+    Error::ConnectionLost(
+        format!("an error reply could not be attributed (the check PING was refused: {refusal:?})")
+            .into(),
+    )
 }
 
 /// The error of a call whose reply cannot be told apart from another request's: it may or may
@@ -66,5 +67,6 @@ pub(crate) fn ttl_from_pttl(pttl: i64) -> Option<Duration> {
 
 /// A hold count read from a script.
 pub(crate) fn count(value: i64) -> Result<u32> {
-    u32::try_from(value).map_err(|_| Error::Protocol(format!("hold count {value} out of range")))
+    u32::try_from(value)
+        .map_err(|_| Error::Protocol(format!("hold count {value} out of range").into()))
 }
