@@ -655,6 +655,8 @@ mod tests {
         renew_calls: std::sync::atomic::AtomicUsize,
         /// How long an acquire applied by the store takes to answer.
         answer_delay: Duration,
+        /// Grants applied by the store come back without their fencing token.
+        drop_tokens: std::sync::atomic::AtomicBool,
     }
 
     impl Scripted {
@@ -668,6 +670,7 @@ mod tests {
                 failing_renewals: std::sync::atomic::AtomicBool::new(false),
                 renew_calls: std::sync::atomic::AtomicUsize::new(0),
                 answer_delay: Duration::ZERO,
+                drop_tokens: std::sync::atomic::AtomicBool::new(false),
             }
         }
 
@@ -692,8 +695,13 @@ mod tests {
             match scripted {
                 Some(outcome) => outcome,
                 None => {
-                    let applied = self.inner.try_acquire(request).await;
+                    let mut applied = self.inner.try_acquire(request).await;
                     tokio::time::sleep(self.answer_delay).await;
+                    if self.drop_tokens.load(Ordering::SeqCst)
+                        && let Ok(AcquireOutcome::Acquired(grant)) = &mut applied
+                    {
+                        grant.fencing_token = None;
+                    }
                     applied
                 }
             }
@@ -861,6 +869,33 @@ mod tests {
             (1..50).contains(&calls),
             "{calls} renewal calls in one lease"
         );
+    }
+
+    #[tokio::test]
+    async fn a_fenced_grant_without_a_token_is_an_error_and_is_given_back() {
+        let backend = Scripted::new(Vec::new());
+        backend.drop_tokens.store(true, Ordering::SeqCst);
+        let locker = Locker::new(backend);
+        let refused = locker
+            .lock_with("no-token", &LockOptions::new().fenced().no_wait())
+            .await;
+        assert!(matches!(refused, Err(Error::Protocol(_))), "{refused:?}");
+        // The grant the store made is released in the background.
+        for _ in 0..100 {
+            if !locker.is_locked("no-token").await.unwrap() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            !locker.is_locked("no-token").await.unwrap(),
+            "the grant was given back"
+        );
+        // Unfenced options do not need a token.
+        let plain = locker
+            .lock_with("no-token", &LockOptions::new().no_wait())
+            .await;
+        assert!(plain.is_ok(), "{plain:?}");
     }
 
     #[tokio::test(start_paused = true)]
