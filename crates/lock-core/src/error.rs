@@ -9,10 +9,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong when taking, keeping or giving back a lock.
 ///
-/// "The lock is held by someone else" is **not** an error: [`crate::Locker::try_lock`] returns
-/// `Ok(None)` for it, and waiting calls keep waiting. Errors are reserved for bad input, a lost lease
-/// and failures of the backend; a wait that ends without the lock is `Ok(None)` from
-/// [`crate::Locker::lock_with`].
+/// "The lock is held by someone else" is `Ok(None)` from [`crate::Locker::try_lock`], more
+/// waiting from [`crate::Locker::lock`], and [`Error::NotAcquired`] (the only error that means
+/// it) when the wait of [`crate::Locker::lock_with`] or [`crate::Locker::with_lock`] ends
+/// without the lock. Other errors are bad input, a lost lease and failures of the backend.
 ///
 /// Use [`Error::is_retryable`] to decide whether trying the same call again can help.
 ///

@@ -137,7 +137,7 @@ impl LockOptions {
 }
 
 impl<F: Fencing> LockOptions<F> {
-    /// Wait at most `wait` for the lock; `lock_with` then returns `Ok(None)`.
+    /// Wait at most `wait` for the lock; `lock_with` then returns [`Error::NotAcquired`].
     #[must_use]
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = Wait::Upto(wait);

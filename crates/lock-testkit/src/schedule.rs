@@ -66,7 +66,7 @@ pub struct ScheduleReport {
     pub check: Report,
     /// Acquisitions attempted.
     pub attempts: u64,
-    /// Attempts that ended without the lock within the wait (`Ok(None)`).
+    /// Attempts that ended without the lock within the wait (`Error::NotAcquired`).
     pub not_acquired: u64,
     /// Attempts that ended with an error.
     pub acquire_errors: u64,
