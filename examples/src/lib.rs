@@ -235,9 +235,11 @@ impl DemoTls {
 
 /// A plain connection next to the locks, for the demo's own data.
 ///
-/// A call that times out or finds the connection lost fails once; the next call on the same
-/// value goes through again (a new connection where the old one was lost), so the caller can
-/// retry it (see the `counter` demo's `retry_while_held`).
+/// A call that times out or finds the connection lost fails once; on one server and on a
+/// cluster the next call on the same value goes through again (a new connection where the old
+/// one was lost), so the caller can retry it (see the `counter` demo's `retry_while_held`).
+/// Behind Sentinels the connection stays on the primary found when connecting: a failover
+/// fails the demo's run (the locks themselves follow the new primary).
 #[derive(Clone)]
 pub enum RawConnection {
     /// To one server; reconnects by itself after a lost connection.

@@ -271,6 +271,9 @@ impl LockState {
 ///     fn reentrant(&self) -> bool {
 ///         self.inner.reentrant()
 ///     }
+///     fn kind(&self) -> &'static str {
+///         self.inner.kind()
+///     }
 ///     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
 ///         self.bounded(self.inner.try_acquire(request)).await
 ///     }

@@ -57,8 +57,9 @@ pub enum Error {
     },
     /// The lease is no longer ours: it expired or the key was removed behind our back.
     LeaseLost,
-    /// [`crate::Locker::with_lock`]: the lock was held by someone else for the whole wait of
-    /// its options. Retryable.
+    /// [`crate::Locker::lock_with`] / [`crate::Locker::with_lock`]: the wait of the options (or
+    /// their single attempt, with `no_wait`) ended with the lock held by someone else.
+    /// Retryable.
     NotAcquired {
         /// The lock's name.
         name: String,

@@ -32,6 +32,7 @@ pub trait Fencing: sealed::Sealed + Send + Sync + 'static {
     type Token: Copy + Eq + std::fmt::Debug + Send + Sync + 'static;
 
     /// Whether the acquire asks the store for a token.
+    #[doc(hidden)]
     const WANTED: bool;
 
     /// The guard's token from a grant's, checked: a fenced acquire that came back without one
@@ -40,6 +41,7 @@ pub trait Fencing: sealed::Sealed + Send + Sync + 'static {
     /// # Errors
     ///
     /// [`Error::Protocol`] when a token was asked for and the grant has none.
+    #[doc(hidden)]
     fn from_grant(token: Option<u64>) -> Result<Self::Token>;
 
     /// The token as an `Option`, for code generic over both kinds (`None` for [`Unfenced`]).

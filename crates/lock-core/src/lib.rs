@@ -3,13 +3,17 @@
 //!
 //! - [`LockBackend`] (and its object-safe twin [`DynLockBackend`]): one step against a store —
 //!   acquire attempt, release, batched renewal, force-release, inspect, release notifications.
-//! - [`Locker`]: the user API — [`Locker::lock`], [`Locker::try_lock`], [`Locker::lock_with`].
+//! - [`Locker`]: the user API — [`Locker::lock`], [`Locker::try_lock`], [`Locker::lock_with`],
+//!   [`Locker::with_lock`].
 //! - [`LockGuard`]: a held lock, with its validity deadline, [`LockGuard::lost`] signal,
 //!   [`LockGuard::extend`] and [`LockGuard::release`].
 //! - the watchdog (renews watchdog-mode leases every lease/3, batched per backend) and the waiter
 //!   (register for release notifications, try, then wait for a notification, a timer capped by
 //!   the holder's TTL, or the deadline).
-//! - [`Error`]: one error type, with [`Error::is_retryable`].
+//! - [`LockOptions`] and [`Fenced`] / [`Unfenced`]: whether a fencing token is asked for is
+//!   part of the options' and the guard's types.
+//! - [`Error`]: one error type, with [`Error::is_retryable`]; backend failures keep their cause
+//!   ([`error::Cause`], reached through `source()`).
 //! - [`MemoryBackend`]: an in-memory store with real expiry, for tests.
 //!
 //! # Layout

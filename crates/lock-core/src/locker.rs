@@ -205,8 +205,18 @@ impl<B: LockBackend> Locker<B> {
         }
         .instrument(span.clone())
         .await;
+        // A fenced grant must carry its token; one without is the backend's fault: recorded and
+        // returned as an error, the grant given back.
+        let acquired = match acquired {
+            Ok(Some(granted)) => match F::from_grant(granted.grant.fencing_token) {
+                Ok(token) => Ok(Some((granted, token))),
+                Err(error) => Err((error, Some(granted))),
+            },
+            Ok(None) => Ok(None),
+            Err(error) => Err((error, None)),
+        };
         let outcome = match &acquired {
-            Ok(Some(granted)) => {
+            Ok(Some((granted, _))) => {
                 span.record("hold_count", granted.grant.hold_count);
                 if let Some(token) = granted.grant.fencing_token {
                     span.record("fencing_token", token);
@@ -218,20 +228,18 @@ impl<B: LockBackend> Locker<B> {
         };
         span.record("outcome", outcome);
         telemetry::acquired(outcome, started.elapsed());
-        let Some(granted) = acquired? else {
-            return Ok(None);
-        };
-        // Checked before the guard exists: a guard dropped here would release in the
-        // background, which is what we want for a grant we cannot hand out.
-        let token = match F::from_grant(granted.grant.fencing_token) {
-            Ok(token) => token,
-            Err(error) => {
-                let unusable: LockGuard<B> = self.make_guard(key, lease, granted, ());
-                drop(unusable);
-                return Err(error);
+        match acquired {
+            Ok(Some((granted, token))) => Ok(Some(self.make_guard(key, lease, granted, token))),
+            Ok(None) => Ok(None),
+            Err((error, unusable)) => {
+                if let Some(granted) = unusable {
+                    // Dropping its guard releases it in the background, as for any guard.
+                    let guard: LockGuard<B> = self.make_guard(key, lease, granted, ());
+                    drop(guard);
+                }
+                Err(error)
             }
-        };
-        Ok(Some(self.make_guard(key, lease, granted, token)))
+        }
     }
 
     /// Holds the lock `name` while `critical` runs, and returns what it returns: acquires with

@@ -12,6 +12,7 @@ use lock_core::{
 };
 use rand::Rng;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use futures_util::StreamExt;
 use futures_util::future::{BoxFuture, join_all};
@@ -308,7 +309,8 @@ impl<P: Quorum> Composite<P> {
         let (name, owner_field): (Arc<str>, Arc<str>) = (Arc::from(name), Arc::from(owner_field));
         join_all(self.nodes.iter().enumerate().map(|(index, node)| {
             let late = self.stragglers.late([(&*name, &*owner_field)], index);
-            let call = step(Arc::clone(node), name.clone(), owner_field.clone());
+            let call = step(Arc::clone(node), name.clone(), owner_field.clone())
+                .instrument(node_span(index));
             async move {
                 let Some(late) = late else {
                     return tokio::time::timeout(timeout, call)
@@ -438,7 +440,8 @@ impl<P: Quorum> LockBackend for Composite<P> {
                     };
                     let answer = tokio::time::timeout(
                         timeout,
-                        DynLockBackend::try_acquire(backend.as_ref(), request),
+                        DynLockBackend::try_acquire(backend.as_ref(), request)
+                            .instrument(node_span(node)),
                     )
                     .await
                     .unwrap_or(Err(Error::Timeout { after: timeout }));
@@ -753,6 +756,12 @@ impl<P: Quorum> LockBackend for Composite<P> {
 
 fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The span of one node's part of a composite call, so a node backend that names the server it
+/// sends to (the Redis backend's `node` field) records it here, not on the composite's span.
+fn node_span(index: usize) -> tracing::Span {
+    tracing::debug_span!("distlock.node", index, node = tracing::field::Empty)
 }
 
 #[cfg(test)]

@@ -337,8 +337,9 @@ impl CheckOptions {
     }
 
     /// Names the timeline picture a violation produces ([`Report::timeline`]): it is written as
-    /// `<name>-<n>.svg`. By default the name is the current thread's, which the test harness
-    /// sets to the running test's path (`"history"` on an unnamed thread).
+    /// `<name>-<n>.svg`. By default the name is the test binary's (without cargo's hash) and the
+    /// current thread's, which the test harness sets to the running test's path (`"history"`
+    /// on an unnamed thread).
     ///
     /// ```
     /// use lock_testkit::CheckOptions;
@@ -536,21 +537,48 @@ pub fn check(
         _ if !violation => None,
         TimelineName::Off => None,
         TimelineName::Named(name) => Some(name.clone()),
-        TimelineName::Thread => Some(
-            std::thread::current()
-                .name()
-                .unwrap_or("history")
-                .to_owned(),
-        ),
+        // The test binary's name (without cargo's hash) and the test's: unique in a workspace.
+        TimelineName::Thread => Some(format!(
+            "{}-{}",
+            test_binary(),
+            std::thread::current().name().unwrap_or("history")
+        )),
     };
     if let Some(name) = name {
         let svg = picture(holds, &order, &report, &name).svg();
-        match timeline::write(&timeline::output_dir(), &name, &svg) {
+        // Under target/ when it can be written, else in the temporary directory.
+        let written = timeline::write(&timeline::output_dir(), &name, &svg).or_else(|error| {
+            eprintln!("history: the timeline of {name} could not go under target/: {error}");
+            timeline::write(
+                &std::env::temp_dir().join("distlock-timelines"),
+                &name,
+                &svg,
+            )
+        });
+        match written {
             Ok(path) => report.timeline = Some(path),
             Err(error) => eprintln!("history: the timeline of {name} was not written: {error}"),
         }
     }
     report
+}
+
+/// The running test binary's name without the hash cargo appends (`canaries-0a1b…` →
+/// `canaries`), or `test` when it cannot be read.
+fn test_binary() -> String {
+    let stem = std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            exe.file_stem()
+                .map(|stem| stem.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "test".to_owned());
+    match stem.rsplit_once('-') {
+        Some((name, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            name.to_owned()
+        }
+        _ => stem,
+    }
 }
 
 /// The timeline of the holds around the first violations: the two holds of each of the first

@@ -20,7 +20,10 @@
 //!   [`conformance_tests!`] macro that turns them into one test each.
 //! - [`FencedResource`]: a protected counter on its own server that refuses stale fencing
 //!   tokens, and [`History`]: a recorder of lock holds whose [`check`](History::check) finds
-//!   overlaps, lost updates and fence rejections.
+//!   overlaps, lost updates and fence rejections, and draws the holds around a violation as an
+//!   SVG timeline under `target/distlock-timelines/` ([`Report::timeline`]).
+//! - [`granted`]: a bounded acquire's result with "not acquired" as `Ok(None)`.
+//! - [`SpanRecorder`]: a `tracing` subscriber that records the spans a backend reports.
 //! - [`assert_nothing_left`] / [`check_nothing_left`]: after a test, no lock key and no
 //!   subscription is left on its servers (with a bounded wait for unsubscribes in flight).
 //! - [`assert_battery_verdict`]: the verdict every fault battery ([`run_schedule`]) must reach:
@@ -43,6 +46,7 @@ pub mod schedule;
 pub mod sentinel;
 pub mod server;
 pub mod slow_node;
+pub mod spans;
 mod timeline;
 pub mod verdict;
 
@@ -64,6 +68,7 @@ pub use sentinel::SentinelGroup;
 pub use server::ClientInfo;
 pub use server::{RedisServer, ServerError, ServerOptions};
 pub use slow_node::SlowNode;
+pub use spans::SpanRecorder;
 #[cfg(feature = "tls")]
 pub use tls::TestCerts;
 pub use verdict::assert_battery_verdict;

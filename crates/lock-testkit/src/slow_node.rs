@@ -56,6 +56,10 @@ impl<B: LockBackend> LockBackend for SlowNode<B> {
         self.inner.check_name(name)
     }
 
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
     fn clock_drift(&self, lease: Duration) -> Duration {
         self.inner.clock_drift(lease)
     }

@@ -22,8 +22,8 @@
 //!
 //! # Riding through stalls
 //!
-//! A server that stalls for a moment (a slow disk, a fork for a snapshot, a paused VM, a
-//! failover) delays the locks and the counter's own `GET` and `SET` alike. The locks ride
+//! A server that stalls for a moment (a slow disk, a fork for a snapshot, a paused VM; on one
+//! server or a cluster, a failover) delays the locks and the counter's own `GET` and `SET` alike. The locks ride
 //! through it: each call waits up to the backend's command timeout, and a failed `lock()` is
 //! tried again. The counter's data calls do the same (see [`retry_while_held`]): their
 //! connection waits as long for a reply as the locks do (`--command-timeout`, one setting for
@@ -529,10 +529,11 @@ async fn increment_under(
     // - the lock is still held (retry_while_held stops as soon as `lost()` fires), so nobody
     //   has written since our GET, and n+1 is still the right value. Once the lock is lost, a
     //   retry could overwrite another holder's newer value with our stale one.
-    // The tries go down one connection, in order: when the retry's reply comes, the first try
+    // On one server the tries go down one connection, in order (a cluster client may resend on
+    // a new connection of its own): when the retry's reply comes, the first try
     // has been applied or dropped, before the lock is released. Only a try left behind in a
     // connection that was lost could still land later, after the next holder's write: closing
-    // that gap takes a store that checks fencing tokens (`LockOptions::fencing`), which a
+    // that gap takes a store that checks fencing tokens (`LockOptions::fenced`), which a
     // plain Redis SET does not.
     let mut write = redis::cmd("SET");
     write.arg(key).arg(value.unwrap_or(0) + 1);

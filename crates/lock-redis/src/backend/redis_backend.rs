@@ -265,11 +265,17 @@ impl LockBackend for RedisBackend {
     }
 }
 
-/// Names the node serving `name` in the `node` field of the current span (`distlock.acquire`,
-/// `distlock.release`), when a subscriber listens: the address is looked up only then.
+/// Names the node a call about `name` is sent to, in the `node` field of the current span when
+/// it is one of distlock's (`distlock.acquire`, `distlock.release`, a composite's
+/// `distlock.node`) and a subscriber records it: the address is looked up only then, and a
+/// span of the application's own is never written to.
 fn record_node(calls: &Calls, name: &str) {
     let span = tracing::Span::current();
-    if !span.is_disabled()
+    let ours = span.metadata().is_some_and(|metadata| {
+        metadata.name().starts_with("distlock.") && metadata.fields().field("node").is_some()
+    });
+    if ours
+        && !span.is_disabled()
         && let Some(node) = calls.connection().node_of(name)
     {
         span.record("node", node.as_str());

@@ -404,9 +404,13 @@ impl Cluster {
     }
 
     /// The address of the primary serving the lock `route`, from the copy of the slot map if
-    /// one was read (for renewals) and names its slot; `None` otherwise. For spans only: calls
-    /// are routed by redis-rs.
+    /// one was read (for renewals), is not known stale, and names its slot; `None` otherwise.
+    /// For spans only: calls are routed by redis-rs.
     pub(crate) fn node_of(&self, route: &str) -> Option<String> {
+        // A copy known stale (a `MOVED` seen since) may name the old primary: say nothing.
+        if self.shared.owners_stale.load(Ordering::Acquire) {
+            return None;
+        }
         let owners = lock(&self.shared.owners).clone()?;
         let node = owners.node_of(crate::wire::keys::slot(route))?;
         let (host, port) = owners.primaries().get(node)?;
