@@ -356,6 +356,12 @@ pub trait LockBackend: Send + Sync + 'static {
     /// `distlock.acquire`, `distlock.release` and `distlock.renew` spans: `"reentrant"` and
     /// `"fast"` (Redis), `"redlock"` and `"multi"` (composites), `"memory"`. `"custom"` by
     /// default.
+    ///
+    /// ```
+    /// use lock_core::{LockBackend, MemoryBackend};
+    ///
+    /// assert_eq!(MemoryBackend::new().kind(), "memory");
+    /// ```
     fn kind(&self) -> &'static str {
         "custom"
     }

@@ -18,7 +18,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///
 /// Backend failures carry a [`Cause`]: the backend's own words, and the backend's error itself
 /// (a `redis::RedisError`, say, and its I/O error below it) as [`std::error::Error::source`],
-/// so an error reporter can walk the whole chain and a caller can downcast it.
+/// so an error reporter can walk the whole chain and a caller can downcast it. The message
+/// keeps the backend's words too, so a plain `{}` (a log line) says everything; a reporter that
+/// prints the whole chain shows them once more for the source.
 ///
 /// # Example
 ///

@@ -125,6 +125,21 @@ impl LockOptions {
     /// Ask for a fencing token: a number that strictly increases with every grant of this
     /// name, read with [`crate::LockGuard::fencing_token`]. Pass it to the resource you
     /// protect so it can refuse writes from an older holder.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> lock_core::Result<()> {
+    /// use lock_core::{LockOptions, Locker, MemoryBackend};
+    ///
+    /// let locker = Locker::new(MemoryBackend::new());
+    /// let guard = locker.lock_with("ledger", &LockOptions::new().fenced()).await?;
+    /// let token: u64 = guard.fencing_token(); // send it with every write
+    /// assert!(token > 0);
+    /// # Ok(())
+    /// # }
+    /// ```
     #[must_use]
     pub fn fenced(self) -> LockOptions<Fenced> {
         LockOptions {
