@@ -340,6 +340,21 @@ _dd_ping() {
 # present (`--pull never`: registries are not contacted). The container is removed by id (or,
 # when `docker run` failed after creating it, by its name).
 _dd_image_serves() {
+    local attempt
+    # A port found free can be taken before the server binds it (a client socket of another
+    # process on 127.0.0.1 may hold it): like the testkit's launches, try another port then.
+    for ((attempt = 1; attempt <= 5; attempt++)); do
+        _dd_port_taken=""
+        _dd_image_serves_once "$1" && { DISTLOCK_DOCKER_SKIP=""; return 0; }
+        [ -n "$_dd_port_taken" ] || return 1
+        _dd_say "the trial server's port was taken ($attempt of 5): trying another"
+    done
+    return 1
+}
+
+# One trial of _dd_image_serves on a fresh port; sets _dd_port_taken when the server could
+# not bind it.
+_dd_image_serves_once() {
     local image="$1" port
     port="$(_dd_free_port)" || { DISTLOCK_DOCKER_SKIP="no free loopback port for a trial server"; return 1; }
     local name="distlock-trial-$$-$port" out id
@@ -363,7 +378,8 @@ _dd_image_serves() {
         reply="$(_dd_ping "$port")" && [ "$reply" = "+PONG" ] && break
         logs="$(_dd_docker logs "$id" 2>&1)"
         if [ "$(_dd_docker inspect --format '{{.State.Running}}' "$id" 2>/dev/null)" != true ]; then
-            why="it exited: $(echo "$logs" | tail -n 1)"
+            why="it exited: $(echo "$logs" | tail -n 2 | tr '\n' ' ')"
+            [[ "$logs" == *"Address already in use"* ]] && _dd_port_taken=1
             break
         fi
         # Ready in the container but not here: its host network is not this machine's.
