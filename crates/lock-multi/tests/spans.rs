@@ -56,3 +56,35 @@ async fn each_node_of_a_redlock_names_its_server_in_its_own_span() {
         "3 nodes × (acquire, release): {per_node:?}"
     );
 }
+
+/// At `INFO` (a usual production filter) the per-node spans are recorded too, so no node
+/// writes its server on the composite's own span.
+#[tokio::test(flavor = "current_thread")]
+async fn at_info_a_redlock_span_still_names_no_single_node() {
+    let nodes = RedisNodes::start(3).expect("start 3 servers");
+    let spans = SpanRecorder::up_to(tracing::Level::INFO);
+    let _default = tracing::subscriber::set_default(spans.clone());
+    let mut backends: Vec<Arc<dyn DynLockBackend>> = Vec::new();
+    for url in nodes.urls() {
+        backends.push(Arc::new(RedisBackend::connect(url).await.expect("connect")));
+    }
+    let locker = Locker::new(RedLock::new(backends).expect("redlock"));
+    let guard = locker.lock("spans:redlock:info").await.expect("lock");
+    assert!(guard.release().await.expect("release").was_held());
+    for span in ["distlock.acquire", "distlock.release"] {
+        let recorded = spans.named(span);
+        let [fields] = recorded.as_slice() else {
+            panic!("one {span} span, got {recorded:?}");
+        };
+        assert_eq!(
+            fields.get("node"),
+            None,
+            "{span} names no single node: {fields:?}"
+        );
+    }
+    assert_eq!(
+        spans.named("distlock.node").len(),
+        6,
+        "3 nodes × (acquire, release)"
+    );
+}

@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tracing::field::{Field, Visit};
+use tracing::level_filters::LevelFilter;
 use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Metadata, Subscriber};
+use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_core::span::Current;
 
 /// A span's name and the fields recorded on it.
@@ -45,6 +46,8 @@ pub struct SpanRecorder {
     seen: Arc<Mutex<HashMap<u64, Recorded>>>,
     metadata: Arc<Mutex<HashMap<u64, &'static Metadata<'static>>>>,
     entered: Arc<Mutex<Vec<u64>>>,
+    /// The most verbose level recorded (`None`: every level), as an application's filter.
+    max_level: Option<Level>,
 }
 
 struct Fields<'a>(&'a mut HashMap<String, String>);
@@ -60,8 +63,12 @@ impl Visit for Fields<'_> {
 }
 
 impl Subscriber for SpanRecorder {
-    fn enabled(&self, _metadata: &Metadata<'_>) -> bool {
-        true
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        self.max_level.is_none_or(|max| *metadata.level() <= max)
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        self.max_level.map(LevelFilter::from_level)
     }
 
     fn new_span(&self, span: &Attributes<'_>) -> Id {
@@ -109,6 +116,23 @@ impl Subscriber for SpanRecorder {
 }
 
 impl SpanRecorder {
+    /// A recorder of the spans at `max` and less verbose levels only, as a subscriber filtered
+    /// at `max` (say `INFO`, a usual production setting) sees them.
+    ///
+    /// ```
+    /// use lock_testkit::SpanRecorder;
+    ///
+    /// let spans = SpanRecorder::up_to(tracing::Level::INFO);
+    /// # let _ = spans;
+    /// ```
+    #[must_use]
+    pub fn up_to(max: Level) -> Self {
+        SpanRecorder {
+            max_level: Some(max),
+            ..SpanRecorder::default()
+        }
+    }
+
     /// The fields of every span named `name`, in creation order.
     #[must_use]
     pub fn named(&self, name: &str) -> Vec<HashMap<String, String>> {

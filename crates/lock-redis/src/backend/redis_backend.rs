@@ -270,6 +270,11 @@ impl LockBackend for RedisBackend {
 /// `distlock.node`) and a subscriber records it: the address is looked up only then, and a
 /// span of the application's own is never written to.
 fn record_node(calls: &Calls, name: &str) {
+    // The spans that take a `node` are INFO: nothing to look at when no subscriber wants INFO
+    // (one atomic load; the usual case without tracing).
+    if !tracing::level_enabled!(tracing::Level::INFO) {
+        return;
+    }
     let span = tracing::Span::current();
     let ours = span.metadata().is_some_and(|metadata| {
         metadata.name().starts_with("distlock.") && metadata.fields().field("node").is_some()
