@@ -8,6 +8,9 @@ use std::fmt::Write as _;
 use crate::contenders::BenchError;
 use crate::measurement::Measurement;
 
+// Labels are escaped as the history checker's timeline pictures are.
+use lock_testkit::xml_escape as escape;
+
 /// One bar pair: a row of a workload with its throughput and its p99 latency.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlotRow {
@@ -221,22 +224,6 @@ fn thousands(value: f64) -> String {
     }
     if value < 0.0 && digits != "0" {
         out.insert(0, '-');
-    }
-    out
-}
-
-/// `text` safe inside an XML element or a double-quoted attribute.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
     }
     out
 }

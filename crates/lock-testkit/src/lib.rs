@@ -69,6 +69,7 @@ pub use server::ClientInfo;
 pub use server::{RedisServer, ServerError, ServerOptions};
 pub use slow_node::SlowNode;
 pub use spans::SpanRecorder;
+pub use timeline::escape as xml_escape;
 #[cfg(feature = "tls")]
 pub use tls::TestCerts;
 pub use verdict::assert_battery_verdict;

@@ -270,8 +270,13 @@ fn tick_label(ms: f64, step: f64) -> String {
     format!("{ms:.decimals$}")
 }
 
-/// `text` safe inside an XML element or a double-quoted attribute.
-pub(crate) fn escape(text: &str) -> String {
+/// `text` safe inside an XML element or a double-quoted attribute (control characters XML 1.0
+/// does not allow become `?`): for the timeline pictures and `lockbench --plot`'s.
+///
+/// ```
+/// assert_eq!(lock_testkit::xml_escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+/// ```
+pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
