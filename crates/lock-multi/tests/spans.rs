@@ -10,16 +10,21 @@ use lock_multi::RedLock;
 use lock_redis::RedisBackend;
 use lock_testkit::{RedisNodes, SpanRecorder};
 
+/// A RedLock over a fresh client of every node.
+async fn redlock(nodes: &RedisNodes) -> Locker<RedLock> {
+    let mut backends: Vec<Arc<dyn DynLockBackend>> = Vec::new();
+    for url in nodes.urls() {
+        backends.push(Arc::new(RedisBackend::connect(url).await.expect("connect")));
+    }
+    Locker::new(RedLock::new(backends).expect("redlock"))
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn each_node_of_a_redlock_names_its_server_in_its_own_span() {
     let nodes = RedisNodes::start(3).expect("start 3 servers");
     let spans = SpanRecorder::default();
     let _default = tracing::subscriber::set_default(spans.clone());
-    let mut backends: Vec<Arc<dyn DynLockBackend>> = Vec::new();
-    for url in nodes.urls() {
-        backends.push(Arc::new(RedisBackend::connect(url).await.expect("connect")));
-    }
-    let locker = Locker::new(RedLock::new(backends).expect("redlock"));
+    let locker = redlock(&nodes).await;
     let guard = locker.lock("spans:redlock").await.expect("lock");
     assert!(guard.release().await.expect("release").was_held());
 
@@ -64,11 +69,7 @@ async fn at_info_a_redlock_span_still_names_no_single_node() {
     let nodes = RedisNodes::start(3).expect("start 3 servers");
     let spans = SpanRecorder::up_to(tracing::Level::INFO);
     let _default = tracing::subscriber::set_default(spans.clone());
-    let mut backends: Vec<Arc<dyn DynLockBackend>> = Vec::new();
-    for url in nodes.urls() {
-        backends.push(Arc::new(RedisBackend::connect(url).await.expect("connect")));
-    }
-    let locker = Locker::new(RedLock::new(backends).expect("redlock"));
+    let locker = redlock(&nodes).await;
     let guard = locker.lock("spans:redlock:info").await.expect("lock");
     assert!(guard.release().await.expect("release").was_held());
     for span in ["distlock.acquire", "distlock.release"] {
