@@ -15,13 +15,17 @@
 //! - [`Error`]: one error type, with [`Error::is_retryable`]; backend failures keep their cause
 //!   ([`error::Cause`], reached through `source()`).
 //! - [`MemoryBackend`]: an in-memory store with real expiry, for tests.
+//! - [`SemaphoreBackend`] and [`Semaphore`] ([`Locker::semaphore`]): a counting semaphore
+//!   (Redisson's `RSemaphore`), waited for with the lock's wait loop.
 //!
 //! # Layout
 //!
 //! Each module imports only the ones listed below it:
 //!
 //! - `locker`: [`Locker`], the entry point; builds a guard from what the waiter won.
-//! - `waiter`: the first attempt, the registration for release notifications, the wait loop.
+//! - `semaphore`: [`Semaphore`], the counting semaphore's handle.
+//! - `waiter`: the first attempt, the registration for release notifications, the wait loop,
+//!   for any primitive's attempts.
 //! - `guard`: [`LockGuard`]: extend, release, drop, the lease-loss signal.
 //! - `shared`: what a locker and its guards share (backend, watchdog, hold book), and the acquire
 //!   and release calls that keep the hold book true after outcomes of unknown effect.
@@ -29,9 +33,10 @@
 //! - `watchdog`: batched renewals of watchdog-mode leases.
 //! - `hold`: the record of one hold (name, owner, lease, lease status), shared by its guard, the
 //!   watchdog and the hold book.
-//! - `memory`, `backend`, `notify`, `options`, `fencing`, `owner`, `error`: the in-memory
-//!   backend, the backend contract, release notifications, options and checks, the fencing
-//!   choice carried in the types, owners, errors.
+//! - `memory`, `semaphore_backend`, `backend`, `notify`, `options`, `fencing`, `owner`,
+//!   `error`: the in-memory backend, the semaphore's and the lock's backend contracts, release
+//!   notifications, options and checks, the fencing choice carried in the types, owners,
+//!   errors.
 //!
 //! # Example
 //!
@@ -67,6 +72,8 @@ mod memory;
 pub mod notify;
 pub mod options;
 mod owner;
+mod semaphore;
+pub mod semaphore_backend;
 mod shared;
 pub mod telemetry;
 mod waiter;
@@ -85,3 +92,5 @@ pub use memory::MemoryBackend;
 pub use notify::{ReleaseHub, ReleaseWatch};
 pub use options::{Lease, LockOptions, Wait};
 pub use owner::{Owner, new_client_id};
+pub use semaphore::Semaphore;
+pub use semaphore_backend::{PermitsTaken, SemaphoreBackend, SemaphoreState};

@@ -1,5 +1,6 @@
-//! The user API: `Locker` with `lock`, `try_lock`, `lock_with`, and the calls that need no
-//! guard (`unlock`, `force_unlock`, `state`).
+//! The user API: `Locker` with `lock`, `try_lock`, `lock_with`, the calls that need no
+//! guard (`unlock`, `force_unlock`, `state`), and the handles on the other primitives
+//! (`semaphore`).
 
 use std::sync::Arc;
 
@@ -12,9 +13,11 @@ use crate::guard::LockGuard;
 use crate::hold::{Hold, HoldKey};
 use crate::options::{Lease, LockOptions};
 use crate::owner::Owner;
+use crate::semaphore::Semaphore;
+use crate::semaphore_backend::SemaphoreBackend;
 use crate::shared::LockerShared;
 use crate::telemetry;
-use crate::waiter::{Granted, Waiter};
+use crate::waiter::{Granted, LockAttempts, Waiter};
 
 /// Takes locks from one backend: the entry point of the API.
 ///
@@ -200,7 +203,11 @@ impl<B: LockBackend> Locker<B> {
         let _in_flight = telemetry::InFlight::start();
         let acquired = async {
             let request = key.acquire_request(lease.duration(), options.wants_fencing());
-            let waiter = Waiter::new(&self.shared, request, options.wait_policy());
+            let attempts = LockAttempts {
+                locker: &self.shared,
+                request,
+            };
+            let waiter = Waiter::new(attempts, options.wait_policy());
             waiter.acquire().await
         }
         .instrument(span.clone())
@@ -393,6 +400,31 @@ impl<B: LockBackend> Locker<B> {
     /// As [`Locker::state`].
     pub async fn is_locked(&self, name: &str) -> Result<bool> {
         Ok(self.state(name).await?.is_locked())
+    }
+}
+
+impl<B: SemaphoreBackend> Locker<B> {
+    /// A handle on the counting semaphore `name` (Redisson's `RSemaphore`; see
+    /// [`Semaphore`]). Nothing is sent until the handle is used.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidName`] for a name the backend refuses, before any I/O.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> lock_core::Result<()> {
+    /// let locker = lock_core::Locker::new(lock_core::MemoryBackend::new());
+    /// let uploads = locker.semaphore("uploads")?;
+    /// uploads.try_set_permits(4).await?;
+    /// assert_eq!(uploads.available().await?, 4);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn semaphore(&self, name: &str) -> Result<Semaphore<B>> {
+        Semaphore::new(self.shared.backend.clone(), name)
     }
 }
 

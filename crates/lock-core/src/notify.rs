@@ -20,6 +20,9 @@ type IdleHook = Box<dyn Fn(&str, u64) + Send + Sync>;
 
 static NEXT_TOPIC_ID: AtomicU64 = AtomicU64::new(1);
 
+/// From this count on, [`ReleaseHub::notify_up_to`] wakes every waiter of the name at once.
+const WAKE_ALL_FROM: usize = 64;
+
 struct HubInner {
     topics: Mutex<HashMap<String, Weak<Topic>>>,
     on_idle: IdleHook,
@@ -31,11 +34,20 @@ struct Topic {
     /// topic and ignore an unsubscribe for one it never counted.
     id: u64,
     notify: Notify,
+    /// How many announcements (releases, counts, wake-ups) reached this topic.
+    announcements: AtomicU64,
     subscribed: OnceCell<()>,
     /// Set before the subscribe request is made: a waiter cancelled while subscribing leaves a
     /// request the backend may have applied, which must be undone when the topic goes away.
     requested: AtomicBool,
     hub: Weak<HubInner>,
+}
+
+impl Topic {
+    /// Counts one announcement.
+    fn announced(&self) {
+        self.announcements.fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 impl Drop for Topic {
@@ -134,6 +146,7 @@ impl ReleaseHub {
             name: name.to_owned(),
             id: NEXT_TOPIC_ID.fetch_add(1, Ordering::Relaxed),
             notify: Notify::new(),
+            announcements: AtomicU64::new(0),
             subscribed: OnceCell::new(),
             requested: AtomicBool::new(false),
             hub: Arc::downgrade(&self.inner),
@@ -151,7 +164,38 @@ impl ReleaseHub {
             topics.get(name).and_then(Weak::upgrade)
         };
         if let Some(topic) = topic {
+            topic.announced();
             topic.notify.notify_one();
+        }
+    }
+
+    /// Delivers an announcement that `count` permits are available on `name` (a semaphore's new
+    /// count): wakes up to `count` local waiters, or leaves a permit for the next one when fewer
+    /// wait. Nothing for a count of zero or below. (Redisson's semaphore waiters do the same.)
+    pub fn notify_up_to(&self, name: &str, count: i64) {
+        let Ok(count) = usize::try_from(count) else {
+            return;
+        };
+        if count == 0 {
+            return;
+        }
+        let topic = {
+            let topics = self.inner.topics.lock().unwrap_or_else(|e| e.into_inner());
+            topics.get(name).and_then(Weak::upgrade)
+        };
+        let Some(topic) = topic else {
+            return;
+        };
+        topic.announced();
+        if count >= WAKE_ALL_FROM {
+            // Likely more than wait here: wake them all rather than count them out.
+            topic.notify.notify_waiters();
+            topic.notify.notify_one();
+        } else {
+            // Each wakes one waiter, or (when none waits) stores the one permit `Notify` keeps.
+            for _ in 0..count {
+                topic.notify.notify_one();
+            }
         }
     }
 
@@ -163,6 +207,7 @@ impl ReleaseHub {
             topics.get(name).and_then(Weak::upgrade)
         };
         if let Some(topic) = topic {
+            topic.announced();
             topic.notify.notify_waiters();
             // A waiter between its attempt and its wait also has to retry.
             topic.notify.notify_one();
@@ -176,6 +221,7 @@ impl ReleaseHub {
             topics.values().filter_map(Weak::upgrade).collect()
         };
         for topic in topics {
+            topic.announced();
             topic.notify.notify_waiters();
             // A waiter between its attempt and its wait also has to retry.
             topic.notify.notify_one();
@@ -269,6 +315,14 @@ impl ReleaseWatch {
         }
     }
 
+    /// How many announcements reached this name's topic so far (0 for a polling watch).
+    pub(crate) fn announcements(&self) -> u64 {
+        match &self.source {
+            Source::Topic(topic) => topic.announcements.load(Ordering::Acquire),
+            Source::Polling(_) => 0,
+        }
+    }
+
     /// Hands a consumed release to the next local waiter (a woken waiter went away unused).
     pub(crate) fn pass_on(&self) {
         if let Source::Topic(topic) = &self.source {
@@ -320,6 +374,27 @@ mod tests {
         drop(b);
         assert_eq!(idle.load(Ordering::SeqCst), 1);
         assert_eq!(hub.watched_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_count_wakes_up_to_that_many_waiters() {
+        let hub = ReleaseHub::new();
+        let watch = hub.watch("x");
+        let waits: Vec<_> = (0..3).map(|_| watch.notified().unwrap()).collect();
+        let mut waits: Vec<_> = waits.into_iter().map(Box::pin).collect();
+        for wait in &mut waits {
+            wait.as_mut().enable();
+        }
+        hub.notify_up_to("x", 0);
+        hub.notify_up_to("x", -4);
+        hub.notify_up_to("x", 2);
+        let mut woken = 0;
+        for wait in &mut waits {
+            if futures_util::poll!(wait.as_mut()).is_ready() {
+                woken += 1;
+            }
+        }
+        assert_eq!(woken, 2);
     }
 
     #[tokio::test]

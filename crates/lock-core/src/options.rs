@@ -254,16 +254,26 @@ impl<F: Fencing> LockOptions<F> {
         {
             check_duration("max_hold", max_hold)?;
         }
-        if let Wait::Upto(wait) = self.wait {
-            if wait.is_zero() {
-                return Err(Error::invalid_options(
-                    "wait is zero: use no_wait() (or try_lock) for a single attempt",
-                ));
-            }
-            check_duration("wait", wait)?;
-        }
-        Ok(())
+        check_wait(self.wait)
     }
+}
+
+/// Checks a wait policy: a bounded wait must be above zero and at most [`MAX_DURATION`].
+///
+/// # Errors
+///
+/// [`Error::InvalidOptions`] for `Wait::Upto` of zero (a single attempt is `Wait::No`) or above
+/// [`MAX_DURATION`].
+pub fn check_wait(wait: Wait) -> Result<()> {
+    if let Wait::Upto(wait) = wait {
+        if wait.is_zero() {
+            return Err(Error::invalid_options(
+                "wait is zero: use no_wait() (or try_lock) for a single attempt",
+            ));
+        }
+        check_duration("wait", wait)?;
+    }
+    Ok(())
 }
 
 /// Checks a lease length.

@@ -1,6 +1,10 @@
-//! The waiter: tries to acquire, and while the lock is held elsewhere waits for a release
-//! notification, a timer capped by the holder's TTL, or the deadline, then tries again.
+//! The waiter: tries to acquire, and while the lock (or the permits, or whatever the attempts
+//! are for) is held elsewhere waits for a release notification, a timer capped by the holder's
+//! TTL, or the deadline, then tries again. The loop is the same for every primitive; what one
+//! attempt is and where its notifications come from is an [`Attempts`] implementation (the
+//! lock's is [`LockAttempts`]).
 
+use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +17,81 @@ use crate::error::{Error, Result};
 use crate::notify::ReleaseWatch;
 use crate::options::Wait;
 use crate::shared::LockerShared;
+
+/// What one attempt found.
+pub(crate) enum Tried<T> {
+    /// Won: the wait is over.
+    Won(T),
+    /// Held by someone else: wait for a notification, at most `recheck` (the holder's remaining
+    /// lease; `None`: unknown, look again within a second). With `pass_on`, another waiter may
+    /// win where this one lost (a semaphore with too few permits for this waiter, but some):
+    /// a waiter woken for nothing hands the wake-up on, once per announcement.
+    Busy {
+        recheck: Option<Duration>,
+        pass_on: bool,
+    },
+    /// No single holder to wait for: try again after `retry_after`, not on a notification.
+    Contended { retry_after: Duration },
+}
+
+impl From<AcquireOutcome> for Tried<Grant> {
+    fn from(outcome: AcquireOutcome) -> Self {
+        match outcome {
+            AcquireOutcome::Acquired(grant) => Tried::Won(grant),
+            AcquireOutcome::Held { ttl } => Tried::Busy {
+                recheck: ttl,
+                pass_on: false,
+            },
+            AcquireOutcome::Contended { retry_after } => Tried::Contended { retry_after },
+        }
+    }
+}
+
+/// One primitive's attempts and notifications, for the [`Waiter`].
+pub(crate) trait Attempts: Sync {
+    /// What a won attempt hands out.
+    type Won: Send;
+
+    /// Whether an attempt that failed with an ambiguous error (it may have applied) is tried
+    /// again within the wait. Yes for the lock, whose attempt cleans up after itself; no for a
+    /// counter nobody owns (a semaphore), where a second attempt could take twice.
+    const RETRIES_AMBIGUOUS: bool = true;
+
+    /// One attempt, never waiting.
+    fn attempt(&self) -> impl Future<Output = Result<Tried<Self::Won>>> + Send;
+
+    /// Registers for the notifications that make another attempt worth it.
+    fn register(&self) -> impl Future<Output = Result<ReleaseWatch>> + Send;
+
+    /// A wait after a first attempt that did not win ended with `outcome` (`granted`, `held`,
+    /// `error`) after `waited`.
+    fn waited(&self, outcome: &'static str, waited: Duration) {
+        let _ = (outcome, waited);
+    }
+}
+
+/// The lock's attempts: [`LockerShared::attempt`] (which cleans up after outcomes of unknown
+/// effect) and the backend's release notifications.
+pub(crate) struct LockAttempts<'a, B: LockBackend> {
+    pub locker: &'a Arc<LockerShared<B>>,
+    pub request: AcquireRequest<'a>,
+}
+
+impl<B: LockBackend> Attempts for LockAttempts<'_, B> {
+    type Won = Grant;
+
+    async fn attempt(&self) -> Result<Tried<Grant>> {
+        self.locker.attempt(self.request).await.map(Tried::from)
+    }
+
+    async fn register(&self) -> Result<ReleaseWatch> {
+        self.locker.backend.watch_releases(self.request.name).await
+    }
+
+    fn waited(&self, outcome: &'static str, waited: Duration) {
+        crate::telemetry::waited(outcome, waited);
+    }
+}
 
 /// How long a waiter sleeps at most when the holder's lock has no TTL (a key without expiry):
 /// a release notification still wakes it earlier.
@@ -47,25 +126,24 @@ impl ErrorStreak {
     }
 }
 
-/// A granted attempt.
-pub(crate) struct Granted {
-    pub grant: Grant,
-    /// When the granting attempt was sent: the lease runs from there.
+/// A won attempt.
+pub(crate) struct Granted<T = Grant> {
+    pub grant: T,
+    /// When the winning attempt was sent: a lease runs from there.
     pub sent_at: Instant,
 }
 
-/// One call's wait for one lock.
-pub(crate) struct Waiter<'a, B: LockBackend> {
-    locker: &'a Arc<LockerShared<B>>,
-    request: AcquireRequest<'a>,
+/// One call's wait.
+pub(crate) struct Waiter<A: Attempts> {
+    attempts: A,
     deadline: Option<Instant>,
     no_wait: bool,
 }
 
 /// Where the first attempt leaves the call.
-enum FirstAttempt {
-    /// Done: granted, or not granted and not to wait.
-    Done(Option<Granted>),
+enum FirstAttempt<T> {
+    /// Done: won, or not won and not to wait.
+    Done(Option<Granted<T>>),
     /// Wait for the lock, after registering for release notifications.
     Wait {
         /// Try again at this instant, not before (`None`: at once, after registering).
@@ -83,6 +161,22 @@ enum FirstAttempt {
 struct Waiting {
     watch: ReleaseWatch,
     woken: bool,
+    /// The watch's announcement count when this waiter last handed a wake-up on: it hands on
+    /// at most one per announcement, so two waiters that both need more than is there do not
+    /// wake each other for ever.
+    passed_on_at: std::cell::Cell<Option<u64>>,
+}
+
+impl Waiting {
+    /// Hands the wake-up this waiter used for nothing to the next local waiter (the oldest one:
+    /// this waiter's own wait was armed last), unless it already did since the last
+    /// announcement.
+    fn pass_on_once(&self) {
+        let announced = self.watch.announcements();
+        if self.passed_on_at.replace(Some(announced)) != Some(announced) {
+            self.watch.pass_on();
+        }
+    }
 }
 
 impl Drop for Waiting {
@@ -93,16 +187,15 @@ impl Drop for Waiting {
     }
 }
 
-impl<'a, B: LockBackend> Waiter<'a, B> {
-    /// A wait for `request` under `wait`, starting now.
-    pub fn new(locker: &'a Arc<LockerShared<B>>, request: AcquireRequest<'a>, wait: Wait) -> Self {
+impl<A: Attempts> Waiter<A> {
+    /// A wait made of `attempts` under `wait`, starting now.
+    pub fn new(attempts: A, wait: Wait) -> Self {
         let deadline = match wait {
             Wait::Upto(wait) => Some(Instant::now() + wait),
             Wait::No | Wait::Forever => None,
         };
         Waiter {
-            locker,
-            request,
+            attempts,
             deadline,
             no_wait: wait == Wait::No,
         }
@@ -120,7 +213,7 @@ impl<'a, B: LockBackend> Waiter<'a, B> {
     /// # Cancel safety
     ///
     /// As [`crate::Locker::lock`].
-    pub async fn acquire(&self) -> Result<Option<Granted>> {
+    pub async fn acquire(&self) -> Result<Option<Granted<A::Won>>> {
         let (retry_at, first_error, errors) = match self.first_attempt().await? {
             FirstAttempt::Done(granted) => return Ok(granted),
             FirstAttempt::Wait {
@@ -143,17 +236,17 @@ impl<'a, B: LockBackend> Waiter<'a, B> {
             Ok(None) => "held",
             Err(_) => "error",
         };
-        crate::telemetry::waited(outcome, waiting_since.elapsed());
+        self.attempts.waited(outcome, waiting_since.elapsed());
         waited
     }
 
     /// The fast path: an uncontended lock costs one round trip and no registration.
-    async fn first_attempt(&self) -> Result<FirstAttempt> {
+    async fn first_attempt(&self) -> Result<FirstAttempt<A::Won>> {
         let sent_at = Instant::now();
-        let first = self.locker.attempt(self.request).await;
+        let first = self.attempts.attempt().await;
         let mut errors = ErrorStreak::default();
         Ok(
-            match next_step(
+            match next_step::<A>(
                 first,
                 Instant::now(),
                 self.deadline,
@@ -184,7 +277,7 @@ impl<'a, B: LockBackend> Waiter<'a, B> {
     ///
     /// The registration's error; `first_error` when the deadline passed while registering.
     async fn register_for_releases(&self, first_error: Option<Error>) -> Result<Option<Waiting>> {
-        let register = self.locker.backend.watch_releases(self.request.name);
+        let register = self.attempts.register();
         let registered = match self.deadline {
             Some(deadline) => match tokio::time::timeout_at(deadline, register).await {
                 Ok(registered) => registered,
@@ -206,6 +299,7 @@ impl<'a, B: LockBackend> Waiter<'a, B> {
         Ok(Some(Waiting {
             watch,
             woken: false,
+            passed_on_at: std::cell::Cell::new(None),
         }))
     }
 
@@ -216,7 +310,7 @@ impl<'a, B: LockBackend> Waiter<'a, B> {
         mut waiting: Waiting,
         mut sleep_until: Option<Instant>,
         mut errors: ErrorStreak,
-    ) -> Result<Option<Granted>> {
+    ) -> Result<Option<Granted<A::Won>>> {
         let deadline = self.deadline;
         loop {
             if let Some(at) = sleep_until.take() {
@@ -229,17 +323,22 @@ impl<'a, B: LockBackend> Waiter<'a, B> {
                 notified.enable();
             }
             let sent_at = Instant::now();
-            let outcome = self.locker.attempt(self.request).await;
-            waiting.woken = false;
+            let outcome = self.attempts.attempt().await;
+            let was_woken = std::mem::take(&mut waiting.woken);
             let now = Instant::now();
-            let ttl = match next_step(outcome, now, deadline, false, &mut errors)? {
+            let ttl = match next_step::<A>(outcome, now, deadline, false, &mut errors)? {
                 Step::Take(grant) => return Ok(Some(Granted { grant, sent_at })),
                 Step::GiveUp => return Ok(None),
                 Step::RetryAt { at, .. } => {
                     sleep_until = Some(at);
                     continue;
                 }
-                Step::OnRelease { ttl } => ttl,
+                Step::OnRelease { ttl, pass_on } => {
+                    if pass_on && was_woken {
+                        waiting.pass_on_once();
+                    }
+                    ttl
+                }
             };
             // A foreign holder may have set any PTTL; keep the instant arithmetic in range.
             let mut sleep_for = ttl
@@ -266,13 +365,16 @@ impl<'a, B: LockBackend> Waiter<'a, B> {
 }
 
 /// What the waiter does after one attempt.
-enum Step {
-    /// The lock is ours.
-    Take(Grant),
+enum Step<T> {
+    /// The attempt won.
+    Take(T),
     /// The wait is over without the lock.
     GiveUp,
     /// Held by someone: wait for a release notification, at most this long (the holder's TTL).
-    OnRelease { ttl: Option<Duration> },
+    OnRelease {
+        ttl: Option<Duration>,
+        pass_on: bool,
+    },
     /// Try again at this instant, not before (no clear holder, or the transient error kept
     /// here, which is the answer if the wait ends first).
     RetryAt { at: Instant, error: Option<Error> },
@@ -280,19 +382,19 @@ enum Step {
 
 /// Decides the next step after an attempt made at `now`.
 ///
-/// Errors end the wait, except retryable ones (a composite whose node blipped, a reconnecting
+/// Errors end the wait, except retryable ones (ambiguous ones only where `A` retries them) (a composite whose node blipped, a reconnecting
 /// server, a failover) while the wait allows: those are retried after a delay that doubles from
 /// 50 ms to 1 s (jittered), and the last one is returned when the wait ends. With a deadline the
 /// wait allows until the deadline; without one (`lock()`) for [`ERRORS_RIDDEN_THROUGH`] of
 /// errors in a row, so a store down for longer does not hang the caller; with `no_wait`
 /// (`try_lock()`) not at all.
-fn next_step(
-    outcome: Result<AcquireOutcome>,
+fn next_step<A: Attempts>(
+    outcome: Result<Tried<A::Won>>,
     now: Instant,
     deadline: Option<Instant>,
     no_wait: bool,
     errors: &mut ErrorStreak,
-) -> Result<Step> {
+) -> Result<Step<A::Won>> {
     let out_of_time = no_wait || deadline.is_some_and(|deadline| now >= deadline);
     let retry_at = |after: Duration, error: Option<Error>| {
         let at = now + after.min(crate::options::MAX_DURATION);
@@ -313,11 +415,18 @@ fn next_step(
                 .is_none_or(|since| now.saturating_duration_since(since) < ERRORS_RIDDEN_THROUGH),
         };
     match outcome {
-        Ok(AcquireOutcome::Acquired(grant)) => Ok(Step::Take(grant)),
+        Ok(Tried::Won(won)) => Ok(Step::Take(won)),
         Ok(_) if out_of_time => Ok(Step::GiveUp),
-        Ok(AcquireOutcome::Held { ttl }) => Ok(Step::OnRelease { ttl }),
-        Ok(AcquireOutcome::Contended { retry_after }) => Ok(retry_at(retry_after, None)),
-        Err(error) if error.is_retryable() && may_retry => {
+        Ok(Tried::Busy { recheck, pass_on }) => Ok(Step::OnRelease {
+            ttl: recheck,
+            pass_on,
+        }),
+        Ok(Tried::Contended { retry_after }) => Ok(retry_at(retry_after, None)),
+        Err(error)
+            if error.is_retryable()
+                && may_retry
+                && (A::RETRIES_AMBIGUOUS || !error.is_ambiguous()) =>
+        {
             let delay = errors.add(now);
             tracing::debug!(%error, ?delay, "acquire failed; retrying within the wait");
             Ok(retry_at(delay, Some(error)))

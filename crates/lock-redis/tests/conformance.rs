@@ -1,5 +1,5 @@
 //! The conformance suite against a real Redis (or Valkey) server, with pub/sub notifications and
-//! with the polling fallback, for both lock kinds.
+//! with the polling fallback, for both lock kinds; and the semaphore suite.
 
 use lock_redis::{LockKind, NotificationMode, RedisBackend};
 use lock_testkit::RedisServer;
@@ -59,4 +59,16 @@ mod fast_polling {
         NotificationMode::Polling(std::time::Duration::from_millis(50)),
         LockKind::Fast
     ));
+}
+
+mod semaphore_pubsub {
+    use super::*;
+    lock_testkit::semaphore_conformance_tests!(start(NotificationMode::PubSub));
+}
+
+mod semaphore_polling {
+    use super::*;
+    lock_testkit::semaphore_conformance_tests!(start(NotificationMode::Polling(
+        std::time::Duration::from_millis(50)
+    )));
 }

@@ -14,3 +14,8 @@ impl Harness for Memory {
 }
 
 lock_testkit::conformance_tests!(Memory(MemoryBackend::new()));
+
+mod semaphore {
+    use super::*;
+    lock_testkit::semaphore_conformance_tests!(Memory(MemoryBackend::new()));
+}

@@ -79,6 +79,16 @@ impl RedisBackend {
         }
     }
 
+    /// The calls every operation goes through.
+    pub(super) fn calls(&self) -> &Arc<Calls> {
+        &self.inner.calls
+    }
+
+    /// The notification side, for the primitives' own channels.
+    pub(super) fn notifications(&self) -> &Notifications {
+        &self.inner.notifications
+    }
+
     /// How many lock names have local waiters subscribed to their release channel.
     #[must_use]
     pub fn watched_locks(&self) -> usize {

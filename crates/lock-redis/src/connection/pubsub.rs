@@ -26,6 +26,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ErrorKind, ProtocolVersion, PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::wire::announce::{Wake, wake_for};
 use crate::wire::errors::map_error;
 
 enum Command {
@@ -308,7 +309,15 @@ fn on_push(
             if let Some(Value::BulkString(channel)) = push.data.first()
                 && let Ok(channel) = std::str::from_utf8(channel)
             {
-                hub.notify_released(channel);
+                let message = match push.data.get(1) {
+                    Some(Value::BulkString(message)) => message.as_slice(),
+                    _ => &[],
+                };
+                match wake_for(channel, message) {
+                    Wake::One => hub.notify_released(channel),
+                    Wake::UpTo(count) => hub.notify_up_to(channel, count),
+                    Wake::All => hub.wake_watchers(channel),
+                }
             }
         }
         PushKind::Disconnection => {

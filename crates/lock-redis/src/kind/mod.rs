@@ -1,9 +1,11 @@
 //! Layer 4, the lock kinds: what each lock operation sends and how its answer reads, for the
 //! reentrant lock ([`reentrant`]) and the fast lock ([`fast`]), both through the calls layer.
 //! [`scripted`] holds the operations both kinds run the same way with their own scripts,
-//! [`replicated`] what both do with the replicas' acknowledgement of a write.
+//! [`replicated`] what both do with the replicas' acknowledgement of a write. [`semaphore`] is
+//! the counting semaphore, on the same calls.
 
 pub(crate) mod fast;
 pub(crate) mod reentrant;
 pub(crate) mod replicated;
 pub(crate) mod scripted;
+pub(crate) mod semaphore;

@@ -1,5 +1,6 @@
 //! How a release is announced on the lock's channel: `PUBLISH`, `SPUBLISH` (a cluster's
-//! sharded channels), or both, so waiters of either kind wake (see `docs/deployments.md`).
+//! sharded channels), or both, so waiters of either kind wake (see `docs/deployments.md`); and
+//! whom a message heard on a channel wakes.
 
 use redis::Cmd;
 
@@ -41,5 +42,49 @@ impl Announce {
             Announce::Sharded => vec![publish("SPUBLISH")],
             Announce::Both => vec![publish("PUBLISH"), publish("SPUBLISH")],
         }
+    }
+}
+
+/// Whom a message heard on a watched channel wakes among the local waiters of that channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// One waiter: a lock was released, and one waiter can take it.
+    One,
+    /// Up to this many waiters: a semaphore's new permit count (none for zero or less).
+    UpTo(i64),
+    /// Every waiter: they all look again.
+    All,
+}
+
+/// Whom `message` on `channel` wakes: a semaphore's channel carries its new permit count (as
+/// Redisson's semaphore waiters read it); a lock's channel a release.
+pub(crate) fn wake_for(channel: &str, message: &[u8]) -> Wake {
+    let semaphore = channel
+        .strip_prefix(keys::SEMAPHORE_CHANNEL_PREFIX)
+        .is_some_and(|rest| rest.starts_with(':'));
+    if !semaphore {
+        return Wake::One;
+    }
+    // A count that does not read as one (not sent by distlock or Redisson): let every
+    // waiter look.
+    std::str::from_utf8(message)
+        .ok()
+        .and_then(|count| count.trim().parse().ok())
+        .map_or(Wake::All, Wake::UpTo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_semaphore_count_wakes_that_many() {
+        let channel = keys::semaphore_channel("pool");
+        assert_eq!(wake_for(&channel, b"3"), Wake::UpTo(3));
+        assert_eq!(wake_for(&channel, b"-2"), Wake::UpTo(-2));
+        assert_eq!(wake_for(&channel, b"three"), Wake::All);
+        assert_eq!(wake_for(&keys::channel("pool"), b"0"), Wake::One);
+        // A lock whose name starts like the semaphore prefix is still a lock.
+        assert_eq!(wake_for(&keys::channel("redisson_sc:x"), b"0"), Wake::One);
     }
 }

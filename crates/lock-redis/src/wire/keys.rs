@@ -9,6 +9,9 @@ pub const TOKEN_PREFIX: &str = "redisson_lock_token";
 /// The message published on the release channel when a lock becomes free (Redisson's
 /// `UNLOCK_MESSAGE`).
 pub const UNLOCK_MESSAGE: &str = "0";
+/// Prefix of a semaphore's channel, on which each new permit count is announced (Redisson's
+/// `RedissonSemaphore#getChannelName`).
+pub const SEMAPHORE_CHANNEL_PREFIX: &str = "redisson_sc";
 
 /// Derives a name from a lock name as Redisson does: `prefix:{name}`, or `prefix:name` when the
 /// name carries its own `{hash tag}`, so the derived key hashes to the lock's cluster slot.
@@ -24,6 +27,12 @@ fn derived(prefix: &str, name: &str) -> String {
 #[must_use]
 pub fn channel(name: &str) -> String {
     derived(CHANNEL_PREFIX, name)
+}
+
+/// The channel of a semaphore: `redisson_sc:{name}` (the semaphore's key is the bare name).
+#[must_use]
+pub fn semaphore_channel(name: &str) -> String {
+    derived(SEMAPHORE_CHANNEL_PREFIX, name)
 }
 
 /// The fencing counter key of a lock: `redisson_lock_token:{name}`.
@@ -87,6 +96,8 @@ mod tests {
     fn layout_matches_redisson() {
         assert_eq!(channel("orders:42"), "redisson_lock__channel:{orders:42}");
         assert_eq!(token_key("orders:42"), "redisson_lock_token:{orders:42}");
+        assert_eq!(semaphore_channel("pool"), "redisson_sc:{pool}");
+        assert_eq!(semaphore_channel("{t}:pool"), "redisson_sc:{t}:pool");
         assert_eq!(
             channel("{user:7}:cart"),
             "redisson_lock__channel:{user:7}:cart"
@@ -105,6 +116,7 @@ mod tests {
             check_name(name).unwrap();
             assert_eq!(slot(name), slot(&token_key(name)), "{name}");
             assert_eq!(slot(name), slot(&channel(name)), "{name}");
+            assert_eq!(slot(name), slot(&semaphore_channel(name)), "{name}");
         }
     }
 

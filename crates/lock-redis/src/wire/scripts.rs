@@ -1,4 +1,4 @@
-//! The lock scripts of both lock kinds, the list loaded on each new connection, and the
+//! The lock scripts of both lock kinds, the semaphore's scripts, the list loaded on each new connection, and the
 //! commands sent whole to clean up after a call of unknown outcome. The Lua sources stay in
 //! `src/scripts/`, where other code of the workspace reads them too.
 
@@ -36,6 +36,26 @@ pub(crate) static INSPECT: LazyLock<LockScript> =
 /// preloaded: it is rarely sent, and a `NOSCRIPT` sends it whole.
 pub(crate) static DESCRIBE: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/describe.lua")));
+
+// The semaphore (Redisson's `RSemaphore`: a string holding the available permits). Not
+// preloaded: a `NOSCRIPT` sends each whole once per connection, and a backend that never uses
+// a semaphore loads none.
+
+pub(crate) static SEMAPHORE_TAKE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/semaphore_take.lua")));
+/// A release and `add_permits` alike: both add to the count and announce it.
+pub(crate) static SEMAPHORE_ADD: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/semaphore_add.lua")));
+pub(crate) static SEMAPHORE_SET: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/semaphore_set.lua")));
+pub(crate) static SEMAPHORE_RESET: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/semaphore_reset.lua")));
+pub(crate) static SEMAPHORE_DRAIN: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/semaphore_drain.lua")));
+pub(crate) static SEMAPHORE_DELETE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/semaphore_delete.lua")));
+pub(crate) static SEMAPHORE_READ: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/semaphore_read.lua")));
 
 // The fast lock (a plain string key holding its owner): only what native commands cannot do.
 

@@ -1,4 +1,7 @@
-//! An in-memory backend with real expiry, for unit tests of code that takes locks.
+//! An in-memory backend with real expiry, for unit tests of code that takes locks: the locks
+//! here, the semaphores in [`semaphore`].
+
+mod semaphore;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,6 +28,8 @@ struct Tables {
     locks: HashMap<String, Held>,
     /// The last fencing token per name; kept when the lock goes, for the life of the store.
     fencing: HashMap<String, u64>,
+    /// Semaphores: name → available permits.
+    semaphores: HashMap<String, i64>,
 }
 
 struct Store {
@@ -44,7 +49,7 @@ struct RenewProbe {
 
 /// A lock store in process memory with the same semantics as the Redis backend: reentrant hold
 /// counts, leases that really expire (on tokio's clock, so paused-time tests work), fencing
-/// counters and release notifications. Every step is one critical section under the store's
+/// counters and release notifications; and semaphores ([`crate::SemaphoreBackend`]). Every step is one critical section under the store's
 /// mutex, so it is atomic and never fails; it meets the whole [`LockBackend`] contract, except
 /// that fencing tokens only grow for the life of the store (a new store starts again at 1).
 ///

@@ -1,0 +1,14 @@
+#!lua flags=allow-oom
+-- Add permits to a semaphore (a release, or Redisson's addPermits) and announce the new count,
+-- which wakes up to that many waiters. Allowed under OOM: permits given back must not leak.
+-- KEYS[1] semaphore; ARGV[1] permits to add (negative: remove), ARGV[2] the semaphore's channel,
+-- ARGV[3] how to announce ('p' PUBLISH, 's' SPUBLISH, 'b' both), ARGV[4] request id
+-- Returns {request id, the new count}. A missing semaphore counts from 0, as in Redisson.
+local count = redis.call('incrby', KEYS[1], ARGV[1])
+if ARGV[3] ~= 's' then
+    redis.pcall('publish', ARGV[2], count)
+end
+if ARGV[3] ~= 'p' then
+    redis.pcall('spublish', ARGV[2], count)
+end
+return {ARGV[4], count}
