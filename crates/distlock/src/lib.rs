@@ -146,12 +146,13 @@
 )]
 
 #[doc(inline)]
-pub use lock_core::{backend, error, notify, options};
+pub use lock_core::{backend, error, notify, options, semaphore_backend};
 
 pub use lock_core::{
     AcquireOutcome, AcquireRequest, BoxFuture, DynLockBackend, Error, Fenced, Fencing, Grant,
     Lease, LeaseLoss, LockBackend, LockGuard, LockOptions, LockState, Locker, MemoryBackend, Owner,
-    ReleaseHub, ReleaseOutcome, ReleaseWatch, Renewal, Result, Unfenced, Wait,
+    PermitsTaken, ReleaseHub, ReleaseOutcome, ReleaseWatch, Renewal, Result, Semaphore,
+    SemaphoreBackend, SemaphoreState, Unfenced, Wait,
 };
 
 /// The Redis / Valkey backend: the `lock-redis` crate (feature `redis`).
