@@ -57,6 +57,13 @@ pub enum Error {
         /// The lock name.
         name: String,
     },
+    /// A write lock was asked for by an owner that holds the read lock of the same name (see
+    /// [`crate::ReadWriteBackend`]): it would wait for its own read lock, so the store refuses
+    /// it at once. Release the read lock first. Not retryable.
+    UpgradeRefused {
+        /// The lock name.
+        name: String,
+    },
     /// The lease is no longer ours: it expired or the key was removed behind our back.
     LeaseLost,
     /// [`crate::Locker::lock_with`] / [`crate::Locker::with_lock`]: the wait of the options (or
@@ -111,6 +118,11 @@ impl std::fmt::Display for Error {
             Error::NotReentrant { name } => write!(
                 f,
                 "the lock {name:?} is not reentrant and this owner already holds it"
+            ),
+            Error::UpgradeRefused { name } => write!(
+                f,
+                "this owner holds the read lock {name:?}: its write lock would wait for itself \
+                 (release the read lock first)"
             ),
             Error::LeaseLost => f.write_str("the lease on the lock is lost"),
             Error::NotAcquired { name } => {

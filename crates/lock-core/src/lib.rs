@@ -17,11 +17,13 @@
 //! - [`MemoryBackend`]: an in-memory store with real expiry, for tests.
 //! - [`SemaphoreBackend`] and [`Semaphore`] ([`Locker::semaphore`]): a counting semaphore
 //!   (Redisson's `RSemaphore`), waited for with the lock's wait loop.
+//! - [`ReadWriteBackend`] and [`RwLocker`]: read-write locks, one lock backend per side.
 //!
 //! # Layout
 //!
 //! Each module imports only the ones listed below it:
 //!
+//! - `rw_locker`: [`RwLocker`], a [`Locker`] per side of a read-write lock.
 //! - `locker`: [`Locker`], the entry point; builds a guard from what the waiter won.
 //! - `semaphore`: [`Semaphore`], the counting semaphore's handle.
 //! - `waiter`: the first attempt, the registration for release notifications, the wait loop,
@@ -33,10 +35,10 @@
 //! - `watchdog`: batched renewals of watchdog-mode leases.
 //! - `hold`: the record of one hold (name, owner, lease, lease status), shared by its guard, the
 //!   watchdog and the hold book.
-//! - `memory`, `semaphore_backend`, `backend`, `notify`, `options`, `fencing`, `owner`,
-//!   `error`: the in-memory backend, the semaphore's and the lock's backend contracts, release
-//!   notifications, options and checks, the fencing choice carried in the types, owners,
-//!   errors.
+//! - `memory`, `rw_backend`, `semaphore_backend`, `backend`, `notify`, `options`, `fencing`,
+//!   `owner`, `error`: the in-memory backend, the read-write lock's, the semaphore's and the
+//!   lock's backend contracts, release notifications, options and checks, the fencing choice
+//!   carried in the types, owners, errors.
 //!
 //! # Example
 //!
@@ -72,6 +74,8 @@ mod memory;
 pub mod notify;
 pub mod options;
 mod owner;
+pub mod rw_backend;
+mod rw_locker;
 mod semaphore;
 pub mod semaphore_backend;
 mod shared;
@@ -88,9 +92,11 @@ pub use fencing::{Fenced, Fencing, Unfenced};
 pub use guard::LockGuard;
 pub use hold::LeaseLoss;
 pub use locker::Locker;
-pub use memory::MemoryBackend;
+pub use memory::{MemoryBackend, MemoryReadSide, MemoryWriteSide};
 pub use notify::{ReleaseHub, ReleaseWatch};
 pub use options::{Lease, LockOptions, Wait};
 pub use owner::{Owner, new_client_id};
+pub use rw_backend::{ReadWriteBackend, RwMode, RwState};
+pub use rw_locker::RwLocker;
 pub use semaphore::Semaphore;
 pub use semaphore_backend::{PermitsTaken, SemaphoreBackend, SemaphoreState};

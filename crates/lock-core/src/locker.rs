@@ -401,6 +401,27 @@ impl<B: LockBackend> Locker<B> {
     pub async fn is_locked(&self, name: &str) -> Result<bool> {
         Ok(self.state(name).await?.is_locked())
     }
+
+    /// How many holds `owner` has on `name` through this locker, once every acquire or release
+    /// of them under way here has ended (a dropped guard's release in the background) and any
+    /// failed cleanup of them is settled: then the store holds exactly these for the owner.
+    ///
+    /// # Errors
+    ///
+    /// The error of a failed cleanup that still fails.
+    pub(crate) async fn settled_holds(&self, name: &str, owner: Owner) -> Result<u32> {
+        let field = owner.field(self.shared.backend.client_id());
+        // A call under way ends within its command timeout (or the lease bounds what it left).
+        while self.shared.holds.is_busy(name, &field) {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        let known = self.shared.holds.known_holds(name, &field);
+        self.shared
+            .holds
+            .settle_debt(&*self.shared.backend, name, &field, known)
+            .await?;
+        Ok(known)
+    }
 }
 
 impl<B: SemaphoreBackend> Locker<B> {

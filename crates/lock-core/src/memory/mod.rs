@@ -1,7 +1,10 @@
 //! An in-memory backend with real expiry, for unit tests of code that takes locks: the locks
-//! here, the semaphores in [`semaphore`].
+//! here, the semaphores in [`semaphore`], the read-write locks in [`rwlock`].
 
+mod rwlock;
 mod semaphore;
+
+pub use rwlock::{MemoryReadSide, MemoryWriteSide};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,12 +27,14 @@ struct Held {
 }
 
 #[derive(Default)]
-struct Tables {
+pub(super) struct Tables {
     locks: HashMap<String, Held>,
     /// The last fencing token per name; kept when the lock goes, for the life of the store.
     fencing: HashMap<String, u64>,
     /// Semaphores: name → available permits.
     semaphores: HashMap<String, i64>,
+    /// Read-write locks.
+    rwlocks: HashMap<String, rwlock::RwHeld>,
 }
 
 struct Store {
