@@ -70,6 +70,7 @@ pub use backend::options::{
     NotificationMode, ShardedPubSub,
 };
 pub use backend::redis_backend::RedisBackend;
+pub use backend::rwlock::{RedisReadSide, RedisWriteSide};
 /// The redis-rs crate lock-redis is built on. A `redis::Client` or `ConnectionInfo` handed to
 /// [`RedisBackend::builder_from_client`] and its kin must be of this version: take it from
 /// here rather than depending on redis-rs separately.

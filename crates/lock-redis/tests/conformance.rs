@@ -72,3 +72,20 @@ mod semaphore_polling {
         std::time::Duration::from_millis(50)
     )));
 }
+
+/// The write side of the read-write locks: an exclusive lock, so the whole lock suite holds.
+struct WriteSide(Redis);
+
+impl Harness for WriteSide {
+    type Backend = lock_redis::RedisWriteSide;
+
+    async fn client(&self) -> lock_redis::RedisWriteSide {
+        use lock_core::ReadWriteBackend;
+        self.0.client().await.write_side()
+    }
+}
+
+mod rw_write_side {
+    use super::*;
+    lock_testkit::conformance_tests!(WriteSide(start(NotificationMode::PubSub)));
+}

@@ -57,12 +57,19 @@ pub(crate) enum Wake {
 }
 
 /// Whom `message` on `channel` wakes: a semaphore's channel carries its new permit count (as
-/// Redisson's semaphore waiters read it); a lock's channel a release.
+/// Redisson's semaphore waiters read it); a lock's channel a release, which wakes one waiter,
+/// except a writer leaving a read-write lock (`1`), which wakes them all (as Redisson's
+/// `LockPubSub` reads it).
 pub(crate) fn wake_for(channel: &str, message: &[u8]) -> Wake {
-    let semaphore = channel
-        .strip_prefix(keys::SEMAPHORE_CHANNEL_PREFIX)
-        .is_some_and(|rest| rest.starts_with(':'));
-    if !semaphore {
+    let on = |prefix: &str| {
+        channel
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with(':'))
+    };
+    if on(keys::RWLOCK_CHANNEL_PREFIX) && message == keys::WRITER_LEFT_MESSAGE.as_bytes() {
+        return Wake::All;
+    }
+    if !on(keys::SEMAPHORE_CHANNEL_PREFIX) {
         return Wake::One;
     }
     // A count that does not read as one (not sent by distlock or Redisson): let every
@@ -86,5 +93,14 @@ mod tests {
         assert_eq!(wake_for(&keys::channel("pool"), b"0"), Wake::One);
         // A lock whose name starts like the semaphore prefix is still a lock.
         assert_eq!(wake_for(&keys::channel("redisson_sc:x"), b"0"), Wake::One);
+    }
+
+    #[test]
+    fn a_writer_leaving_wakes_everyone() {
+        let channel = keys::rw_channel("doc");
+        assert_eq!(wake_for(&channel, b"1"), Wake::All);
+        assert_eq!(wake_for(&channel, b"0"), Wake::One);
+        // On a plain lock's channel, a 1 is only a release.
+        assert_eq!(wake_for(&keys::channel("doc"), b"1"), Wake::One);
     }
 }

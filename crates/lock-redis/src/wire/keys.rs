@@ -9,6 +9,15 @@ pub const TOKEN_PREFIX: &str = "redisson_lock_token";
 /// The message published on the release channel when a lock becomes free (Redisson's
 /// `UNLOCK_MESSAGE`).
 pub const UNLOCK_MESSAGE: &str = "0";
+/// Prefix of a read-write lock's channel, shared by both sides (Redisson's
+/// `RedissonReadLock#getChannelName` and `RedissonWriteLock#getChannelName`).
+pub const RWLOCK_CHANNEL_PREFIX: &str = "redisson_rwlock";
+/// The message a writer leaving a read-write lock announces: every waiter may come in (Redisson's
+/// `READ_UNLOCK_MESSAGE`). The last reader leaving announces [`UNLOCK_MESSAGE`].
+pub const WRITER_LEFT_MESSAGE: &str = "1";
+/// What follows the owner field in a read-write lock's writer field (Redisson's
+/// `RedissonWriteLock#getLockName`).
+pub const WRITE_FIELD_SUFFIX: &str = ":write";
 /// Prefix of a semaphore's channel, on which each new permit count is announced (Redisson's
 /// `RedissonSemaphore#getChannelName`).
 pub const SEMAPHORE_CHANNEL_PREFIX: &str = "redisson_sc";
@@ -33,6 +42,26 @@ pub fn channel(name: &str) -> String {
 #[must_use]
 pub fn semaphore_channel(name: &str) -> String {
     derived(SEMAPHORE_CHANNEL_PREFIX, name)
+}
+
+/// The channel of a read-write lock: `redisson_rwlock:{name}`.
+#[must_use]
+pub fn rw_channel(name: &str) -> String {
+    derived(RWLOCK_CHANNEL_PREFIX, name)
+}
+
+/// The key carrying the lease of read hold number `k` (from 1) of `owner_field` on the
+/// read-write lock `name`: `{name}:<owner field>:rwlock_timeout:<k>` (Redisson's suffixName;
+/// `name:<owner field>:…` when the name has its own hash tag). The scripts derive it the same
+/// way.
+#[must_use]
+pub fn rw_timeout_key(name: &str, owner_field: &str, k: u32) -> String {
+    let base = if name.contains('{') {
+        name.to_owned()
+    } else {
+        format!("{{{name}}}")
+    };
+    format!("{base}:{owner_field}:rwlock_timeout:{k}")
 }
 
 /// The fencing counter key of a lock: `redisson_lock_token:{name}`.
@@ -97,6 +126,15 @@ mod tests {
         assert_eq!(channel("orders:42"), "redisson_lock__channel:{orders:42}");
         assert_eq!(token_key("orders:42"), "redisson_lock_token:{orders:42}");
         assert_eq!(semaphore_channel("pool"), "redisson_sc:{pool}");
+        assert_eq!(rw_channel("doc"), "redisson_rwlock:{doc}");
+        assert_eq!(
+            rw_timeout_key("doc", "u:1", 2),
+            "{doc}:u:1:rwlock_timeout:2"
+        );
+        assert_eq!(
+            rw_timeout_key("{t}:doc", "u:1", 1),
+            "{t}:doc:u:1:rwlock_timeout:1"
+        );
         assert_eq!(semaphore_channel("{t}:pool"), "redisson_sc:{t}:pool");
         assert_eq!(
             channel("{user:7}:cart"),
@@ -117,6 +155,8 @@ mod tests {
             assert_eq!(slot(name), slot(&token_key(name)), "{name}");
             assert_eq!(slot(name), slot(&channel(name)), "{name}");
             assert_eq!(slot(name), slot(&semaphore_channel(name)), "{name}");
+            assert_eq!(slot(name), slot(&rw_channel(name)), "{name}");
+            assert_eq!(slot(name), slot(&rw_timeout_key(name, "u:1", 1)), "{name}");
         }
     }
 

@@ -37,6 +37,33 @@ pub(crate) static INSPECT: LazyLock<LockScript> =
 pub(crate) static DESCRIBE: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/describe.lua")));
 
+// The read-write lock (Redisson's `RReadWriteLock`: the lock hash with `mode`, reader and
+// `<owner>:write` fields, and a timeout key per read hold). Not preloaded, as the semaphore's.
+// Its snapshot is `INSPECT`'s: the whole hash and its lease.
+
+pub(crate) static RW_READ_ACQUIRE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/rw_read_acquire.lua")));
+pub(crate) static RW_READ_RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/rw_read_release.lua")));
+/// The read release script lowering to a count, sent whole: the cleanup after a call of
+/// unknown outcome (see [`ABANDON`]).
+pub(crate) static RW_READ_ABANDON: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::sent_whole(include_str!("../scripts/rw_read_release.lua")));
+pub(crate) static RW_READ_RENEW: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/rw_read_renew.lua")));
+/// Read renewals of any slots one cluster node serves, in one script.
+pub(crate) static RW_READ_RENEW_ACROSS_SLOTS: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/rw_read_renew_across_slots.lua")));
+pub(crate) static RW_WRITE_ACQUIRE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/rw_write_acquire.lua")));
+pub(crate) static RW_WRITE_RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/rw_write_release.lua")));
+/// The write release script lowering to a count, sent whole (see [`RW_READ_ABANDON`]).
+pub(crate) static RW_WRITE_ABANDON: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::sent_whole(include_str!("../scripts/rw_write_release.lua")));
+pub(crate) static RW_FORCE_RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/rw_force_release.lua")));
+
 // The semaphore (Redisson's `RSemaphore`: a string holding the available permits). Not
 // preloaded: a `NOSCRIPT` sends each whole once per connection, and a backend that never uses
 // a semaphore loads none.

@@ -1,0 +1,342 @@
+//! The read-write lock: Redisson's `RReadWriteLock`, the lock hash with `mode`, each reader's
+//! hold count under its owner field, the writer's under `<owner>:write`, and one timeout key
+//! per read hold; both sides' operations, each one Lua script.
+
+use std::sync::Arc;
+
+use lock_core::{
+    AcquireOutcome, AcquireRequest, Error, LockState, ReleaseOutcome, RenewOutcome, Renewal,
+    Result, RwMode, RwState,
+};
+use redis::Cmd;
+
+use crate::call::Calls;
+use crate::connection::deferred::Deferred;
+use crate::kind::{replicated, scripted};
+use crate::wire::announce::Announce;
+use crate::wire::keys;
+use crate::wire::lock_script::LockScript;
+use crate::wire::reply::{acquire_outcome, count, millis, ttl_from_pttl};
+use crate::wire::scripts::{
+    INSPECT, RENEW, RENEW_ACROSS_SLOTS, RW_FORCE_RELEASE, RW_READ_ABANDON, RW_READ_ACQUIRE,
+    RW_READ_RELEASE, RW_READ_RENEW, RW_READ_RENEW_ACROSS_SLOTS, RW_WRITE_ABANDON, RW_WRITE_ACQUIRE,
+    RW_WRITE_RELEASE,
+};
+
+/// One side of the lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    Read,
+    Write,
+}
+
+impl Side {
+    fn mode(self) -> &'static str {
+        match self {
+            Side::Read => "read",
+            Side::Write => "write",
+        }
+    }
+
+    /// The hash field this side counts `owner_field`'s holds under.
+    fn field(self, owner_field: &str) -> String {
+        match self {
+            Side::Read => owner_field.to_owned(),
+            Side::Write => format!("{owner_field}{}", keys::WRITE_FIELD_SUFFIX),
+        }
+    }
+}
+
+/// `LockBackend::try_acquire` of `side` (given back, and refused, on a replica shortfall as the
+/// plain lock's).
+pub(crate) async fn try_acquire(
+    calls: &Arc<Calls>,
+    side: Side,
+    request: AcquireRequest<'_>,
+) -> Result<AcquireOutcome> {
+    let token_key = keys::token_key(request.name);
+    let write_field = Side::Write.field(request.owner_field);
+    let (script, first, second): (&LockScript, &str, &str) = match side {
+        Side::Read => (&RW_READ_ACQUIRE, request.owner_field, &write_field),
+        Side::Write => (&RW_WRITE_ACQUIRE, &write_field, request.owner_field),
+    };
+    let (reply, acknowledged): (Vec<i64>, _) = calls
+        .run_write(
+            request.name,
+            script,
+            2,
+            calls.call_timeout(Some(request.lease)),
+            |command| {
+                command
+                    .arg(request.name)
+                    .arg(&token_key)
+                    .arg(millis(request.lease))
+                    .arg(first)
+                    .arg(second)
+                    .arg(if request.fencing { "1" } else { "0" });
+            },
+        )
+        .await?;
+    if reply == [-1] {
+        return Err(Error::UpgradeRefused {
+            name: request.name.to_owned(),
+        });
+    }
+    let outcome = acquire_outcome(&reply, request.fencing)?;
+    if let AcquireOutcome::Acquired(_) = outcome
+        && let Err(shortfall) = replicated::grant_verdict(calls, request.name, acknowledged)
+    {
+        let given_back = abandon(
+            calls,
+            side,
+            request.name,
+            request.owner_field,
+            request.known_holds,
+        )
+        .await;
+        return Err(replicated::refused(given_back, shortfall));
+    }
+    Ok(outcome)
+}
+
+/// Writes the arguments of `side`'s release script (before the request id): one hold less
+/// (`keep: None`, the rest lengthened to `lease`) or down to `keep`.
+fn release_arguments(
+    command: &mut Cmd,
+    side: Side,
+    name: &str,
+    field: &str,
+    keep: Option<u32>,
+    lease: std::time::Duration,
+    announce: Announce,
+) {
+    command.arg(name).arg(field);
+    match keep {
+        Some(keep) => command.arg(keep),
+        None => command.arg(""),
+    };
+    if side == Side::Write {
+        command.arg(millis(lease));
+    }
+    command.arg(keys::rw_channel(name)).arg(announce.arg());
+}
+
+/// `LockBackend::release` of `side`.
+pub(crate) async fn release(
+    calls: &Arc<Calls>,
+    side: Side,
+    name: &str,
+    owner_field: &str,
+    lease: std::time::Duration,
+) -> Result<ReleaseOutcome> {
+    let field = side.field(owner_field);
+    let script = match side {
+        Side::Read => &RW_READ_RELEASE,
+        Side::Write => &RW_WRITE_RELEASE,
+    };
+    let ((left,), acknowledged): ((i64,), _) = calls
+        .run_write(name, script, 1, calls.call_timeout(None), |command| {
+            release_arguments(command, side, name, &field, None, lease, calls.announce());
+        })
+        .await?;
+    replicated::log_release(calls, name, acknowledged);
+    Ok(match left {
+        -1 => ReleaseOutcome::NotHeld,
+        0 => ReleaseOutcome::Released,
+        left => ReleaseOutcome::StillHeld {
+            hold_count: count(left)?,
+        },
+    })
+}
+
+/// `LockBackend::renew` of `side`: the read side renews each owner's timeout keys too; the
+/// write side is the plain lock's renewal of the `<owner>:write` field.
+pub(crate) async fn renew(
+    calls: &Arc<Calls>,
+    side: Side,
+    renewals: &[Renewal<'_>],
+) -> Result<Vec<RenewOutcome>> {
+    match side {
+        Side::Read => {
+            scripted::renew(calls, &RW_READ_RENEW, &RW_READ_RENEW_ACROSS_SLOTS, renewals).await
+        }
+        Side::Write => {
+            let fields: Vec<String> = renewals
+                .iter()
+                .map(|renewal| Side::Write.field(renewal.owner_field))
+                .collect();
+            let renewals: Vec<Renewal<'_>> = renewals
+                .iter()
+                .zip(&fields)
+                .map(|(renewal, field)| Renewal {
+                    owner_field: field,
+                    ..*renewal
+                })
+                .collect();
+            scripted::renew(calls, &RENEW, &RENEW_ACROSS_SLOTS, &renewals).await
+        }
+    }
+}
+
+/// `LockBackend::abandon` of `side`: the release script lowering to `keep`, sent whole behind
+/// every pipeline under way; deferred to the next connection when it cannot be sent now.
+pub(crate) async fn abandon(
+    calls: &Arc<Calls>,
+    side: Side,
+    name: &str,
+    owner_field: &str,
+    keep: u32,
+) -> Result<()> {
+    let cleanup = Cleanup {
+        side,
+        name: name.to_owned(),
+        field: side.field(owner_field),
+        keep,
+        announce: calls.announce(),
+    };
+    let abandoned: Result<(i64,)> = calls
+        .run_behind(
+            name,
+            cleanup.script(),
+            1,
+            calls.call_timeout(None),
+            |command| {
+                release_arguments(
+                    command,
+                    side,
+                    name,
+                    &cleanup.field,
+                    Some(keep),
+                    std::time::Duration::ZERO,
+                    cleanup.announce,
+                );
+            },
+        )
+        .await;
+    if let Err(error) = abandoned {
+        if error.is_ambiguous() && calls.connection().defer(Arc::new(cleanup)) {
+            return Ok(());
+        }
+        return Err(error);
+    }
+    Ok(())
+}
+
+/// `LockBackend::force_release` of `side`: deletes the lock when it is held in that mode.
+pub(crate) async fn force_release(calls: &Calls, side: Side, name: &str) -> Result<bool> {
+    let channel = keys::rw_channel(name);
+    let (deleted,): (i64,) = calls
+        .run(
+            name,
+            &RW_FORCE_RELEASE,
+            1,
+            calls.call_timeout(None),
+            |command| {
+                command
+                    .arg(name)
+                    .arg(side.mode())
+                    .arg(&channel)
+                    .arg(calls.announce().arg());
+            },
+        )
+        .await?;
+    Ok(deleted == 1)
+}
+
+/// `ReadWriteBackend::rw_state`: the whole hash and its lease, read at once.
+pub(crate) async fn state(calls: &Calls, name: &str) -> Result<RwState> {
+    let (flat, pttl): (Vec<String>, i64) = calls
+        .run(name, &INSPECT, 1, calls.call_timeout(None), |command| {
+            command.arg(name);
+        })
+        .await?;
+    let mut mode = None;
+    let mut readers = Vec::new();
+    let mut writer = None;
+    for pair in flat.chunks_exact(2) {
+        let (field, value) = (&pair[0], &pair[1]);
+        if field == "mode" {
+            mode = match value.as_str() {
+                "read" => Some(RwMode::Read),
+                "write" => Some(RwMode::Write),
+                other => {
+                    return Err(Error::Protocol(
+                        format!("read-write lock mode {other:?}").into(),
+                    ));
+                }
+            };
+            continue;
+        }
+        let held: u32 = value
+            .parse()
+            .map_err(|_| Error::Protocol(format!("hold count {value:?} is not a number").into()))?;
+        match field.strip_suffix(keys::WRITE_FIELD_SUFFIX) {
+            Some(owner) => writer = Some((owner.to_owned(), held)),
+            None => readers.push((field.clone(), held)),
+        }
+    }
+    if mode.is_none() && !flat.is_empty() {
+        return Err(Error::WrongType(
+            format!("{name:?} is a plain lock, not a read-write lock").into(),
+        ));
+    }
+    readers.sort();
+    let ttl = mode.and_then(|_| ttl_from_pttl(pttl));
+    Ok(RwState::new(mode, readers, writer, ttl))
+}
+
+/// `LockBackend::inspect` of `side`: that side's holders.
+pub(crate) async fn inspect(calls: &Calls, side: Side, name: &str) -> Result<LockState> {
+    let state = state(calls, name).await?;
+    let holders = match side {
+        Side::Read => state.readers,
+        Side::Write => state.writer.into_iter().collect(),
+    };
+    let ttl = state.ttl.filter(|_| !holders.is_empty());
+    Ok(LockState::new(holders, ttl))
+}
+
+/// An abandon that could not be sent: lower the owner's holds on one side, replayed whole on
+/// the next connection.
+struct Cleanup {
+    side: Side,
+    name: String,
+    /// The hash field of the side (`<owner>` or `<owner>:write`).
+    field: String,
+    keep: u32,
+    announce: Announce,
+}
+
+impl Cleanup {
+    fn script(&self) -> &'static LockScript {
+        match self.side {
+            Side::Read => &RW_READ_ABANDON,
+            Side::Write => &RW_WRITE_ABANDON,
+        }
+    }
+}
+
+impl Deferred for Cleanup {
+    fn route(&self) -> &str {
+        &self.name
+    }
+
+    fn command(&self, request_id: u64) -> Cmd {
+        self.script().command(
+            true,
+            1,
+            |command| {
+                release_arguments(
+                    command,
+                    self.side,
+                    &self.name,
+                    &self.field,
+                    Some(self.keep),
+                    std::time::Duration::ZERO,
+                    self.announce,
+                );
+            },
+            request_id,
+        )
+    }
+}

@@ -1,0 +1,56 @@
+#!lua
+-- Take the read side of a read-write lock (Redisson's RReadWriteLock: a hash with `mode`, each
+-- reader's hold count under its owner field, the writer's under `<owner>:write`, and one timeout
+-- key per read hold, `{name}:<owner>:rwlock_timeout:<k>`, carrying that hold's lease).
+-- KEYS[1] lock hash, KEYS[2] fencing counter
+-- ARGV[1] lease in ms, ARGV[2] owner field, ARGV[3] the owner's write field, ARGV[4] '1' to hand
+-- out a fencing token, ARGV[5] request id
+-- Returns {request id, 1, read hold count, token or 0} when granted (free, read mode, or a
+-- downgrade: write mode held by this owner), {request id, 0, pttl} otherwise.
+
+local function next_token()
+    if ARGV[4] ~= '1' then
+        return 0
+    end
+    -- As acquire.lua: the counter + 1, never below the server's clock in microseconds.
+    local time = redis.call('time')
+    local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+    local token = (tonumber(redis.call('get', KEYS[2])) or 0) + 1
+    if token < now then
+        token = now
+    end
+    redis.call('set', KEYS[2], string.format('%.0f', token))
+    return token
+end
+
+-- The timeout keys of one owner's read holds, as Redisson names them (suffixName).
+local function timeout_prefix(field)
+    if string.find(KEYS[1], '{', 1, true) then
+        return KEYS[1] .. ':' .. field .. ':rwlock_timeout'
+    end
+    return '{' .. KEYS[1] .. '}:' .. field .. ':rwlock_timeout'
+end
+
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+    if redis.call('exists', KEYS[1]) == 1 then
+        -- A hash without a mode is a plain lock of the same name: held, not ours to change.
+        return {ARGV[5], 0, redis.call('pttl', KEYS[1])}
+    end
+    local token = next_token()
+    redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
+    redis.call('set', timeout_prefix(ARGV[2]) .. ':1', 1, 'px', ARGV[1])
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return {ARGV[5], 1, 1, token}
+end
+if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
+    local token = next_token()
+    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('set', timeout_prefix(ARGV[2]) .. ':' .. count, 1, 'px', ARGV[1])
+    -- Only lengthen: the other holds count on their own leases.
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
+    return {ARGV[5], 1, count, token}
+end
+return {ARGV[5], 0, redis.call('pttl', KEYS[1])}

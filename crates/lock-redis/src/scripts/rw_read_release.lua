@@ -1,0 +1,71 @@
+#!lua flags=allow-oom
+-- Give back read holds of a read-write lock: one (a release), or down to a count (the cleanup
+-- after a call of unknown outcome). Allowed under OOM: releasing frees memory.
+-- KEYS[1] lock hash
+-- ARGV[1] owner field, ARGV[2] holds to keep ('' for a release: one less), ARGV[3] the lock's
+-- channel, ARGV[4] how to announce ('p' PUBLISH, 's' SPUBLISH, 'b' both), ARGV[5] request id
+-- Returns {request id, -1} when the owner holds no read hold (nothing changed), else
+-- {request id, the owner's read holds left}. As Redisson's read unlock: each hold given back
+-- deletes its timeout key; once the owner has none left and other fields remain, the lock
+-- lives on as long as the longest read hold still alive, and goes (announced with 0, waking
+-- one waiter) when none is, unless its writer still holds it.
+
+local function timeout_prefix(field)
+    if string.find(KEYS[1], '{', 1, true) then
+        return KEYS[1] .. ':' .. field .. ':rwlock_timeout'
+    end
+    return '{' .. KEYS[1] .. '}:' .. field .. ':rwlock_timeout'
+end
+
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+    return {ARGV[5], -1}
+end
+local held = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+if held == nil then
+    return {ARGV[5], -1}
+end
+local keep = held - 1
+if ARGV[2] ~= '' then
+    keep = tonumber(ARGV[2])
+    if held <= keep then
+        return {ARGV[5], held}
+    end
+end
+local prefix = timeout_prefix(ARGV[1])
+for k = held, keep + 1, -1 do
+    redis.call('del', prefix .. ':' .. k)
+end
+if keep > 0 then
+    redis.call('hset', KEYS[1], ARGV[1], keep)
+else
+    redis.call('hdel', KEYS[1], ARGV[1])
+end
+if redis.call('hlen', KEYS[1]) > 1 then
+    local longest = -3
+    local fields = redis.call('hkeys', KEYS[1])
+    for _, field in ipairs(fields) do
+        local count = tonumber(redis.call('hget', KEYS[1], field))
+        if count then
+            local each = timeout_prefix(field)
+            for k = count, 1, -1 do
+                longest = math.max(longest, redis.call('pttl', each .. ':' .. k))
+            end
+        end
+    end
+    if longest > 0 then
+        redis.call('pexpire', KEYS[1], longest)
+        return {ARGV[5], keep}
+    end
+    if mode == 'write' then
+        return {ARGV[5], keep}
+    end
+end
+redis.call('del', KEYS[1])
+if ARGV[4] ~= 's' then
+    redis.pcall('publish', ARGV[3], '0')
+end
+if ARGV[4] ~= 'p' then
+    redis.pcall('spublish', ARGV[3], '0')
+end
+return {ARGV[5], keep}

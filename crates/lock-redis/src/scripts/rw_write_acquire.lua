@@ -1,0 +1,46 @@
+#!lua
+-- Take the write side of a read-write lock (Redisson's RReadWriteLock layout, see
+-- rw_read_acquire.lua).
+-- KEYS[1] lock hash, KEYS[2] fencing counter
+-- ARGV[1] lease in ms, ARGV[2] the owner's write field, ARGV[3] the owner field (its read holds),
+-- ARGV[4] '1' to hand out a fencing token, ARGV[5] request id
+-- Returns {request id, 1, write hold count, token or 0} when granted (free, or a re-entry),
+-- {request id, -1} when the owner holds the read side (an upgrade would wait for itself;
+-- nothing changed), {request id, 0, pttl} otherwise.
+
+local function next_token()
+    if ARGV[4] ~= '1' then
+        return 0
+    end
+    local time = redis.call('time')
+    local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+    local token = (tonumber(redis.call('get', KEYS[2])) or 0) + 1
+    if token < now then
+        token = now
+    end
+    redis.call('set', KEYS[2], string.format('%.0f', token))
+    return token
+end
+
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+    if redis.call('exists', KEYS[1]) == 1 then
+        return {ARGV[5], 0, redis.call('pttl', KEYS[1])}
+    end
+    local token = next_token()
+    redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return {ARGV[5], 1, 1, token}
+end
+if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    local token = next_token()
+    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
+    return {ARGV[5], 1, count, token}
+end
+if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
+    return {ARGV[5], -1}
+end
+return {ARGV[5], 0, redis.call('pttl', KEYS[1])}
