@@ -6,5 +6,9 @@ local before = redis.call('get', KEYS[1])
 if before == false then
     return {ARGV[1], 0}
 end
+local count = tonumber(before)
+if count == nil then
+    return redis.error_reply('WRONGTYPE the key holds ' .. before .. ', not a permit count')
+end
 redis.call('set', KEYS[1], 0)
-return {ARGV[1], tonumber(before)}
+return {ARGV[1], count}
