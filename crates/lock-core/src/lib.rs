@@ -18,6 +18,8 @@
 //! - [`SemaphoreBackend`] and [`Semaphore`] ([`Locker::semaphore`]): a counting semaphore
 //!   (Redisson's `RSemaphore`), waited for with the lock's wait loop.
 //! - [`ReadWriteBackend`] and [`RwLocker`]: read-write locks, one lock backend per side.
+//! - [`LatchBackend`] and [`CountDownLatch`] ([`Locker::latch`]): a countdown latch (Redisson's
+//!   `RCountDownLatch`) whose waiters also look again every second.
 //!
 //! # Layout
 //!
@@ -25,7 +27,7 @@
 //!
 //! - `rw_locker`: [`RwLocker`], a [`Locker`] per side of a read-write lock.
 //! - `locker`: [`Locker`], the entry point; builds a guard from what the waiter won.
-//! - `semaphore`: [`Semaphore`], the counting semaphore's handle.
+//! - `semaphore`, `latch`: [`Semaphore`] and [`CountDownLatch`], the handles.
 //! - `waiter`: the first attempt, the registration for release notifications, the wait loop,
 //!   for any primitive's attempts.
 //! - `guard`: [`LockGuard`]: extend, release, drop, the lease-loss signal.
@@ -35,9 +37,9 @@
 //! - `watchdog`: batched renewals of watchdog-mode leases.
 //! - `hold`: the record of one hold (name, owner, lease, lease status), shared by its guard, the
 //!   watchdog and the hold book.
-//! - `memory`, `rw_backend`, `semaphore_backend`, `backend`, `notify`, `options`, `fencing`,
-//!   `owner`, `error`: the in-memory backend, the read-write lock's, the semaphore's and the
-//!   lock's backend contracts, release notifications, options and checks, the fencing choice
+//! - `memory`, `rw_backend`, `semaphore_backend`, `latch_backend`, `backend`, `notify`,
+//!   `options`, `fencing`, `owner`, `error`: the in-memory backend, the read-write lock's, the
+//!   semaphore's, the latch's and the lock's backend contracts, release notifications, options and checks, the fencing choice
 //!   carried in the types, owners, errors.
 //!
 //! # Example
@@ -69,6 +71,8 @@ mod fencing;
 mod guard;
 mod hold;
 mod holds;
+mod latch;
+pub mod latch_backend;
 mod locker;
 mod memory;
 pub mod notify;
@@ -91,6 +95,8 @@ pub use error::{Error, Result};
 pub use fencing::{Fenced, Fencing, Unfenced};
 pub use guard::LockGuard;
 pub use hold::LeaseLoss;
+pub use latch::CountDownLatch;
+pub use latch_backend::LatchBackend;
 pub use locker::Locker;
 pub use memory::{MemoryBackend, MemoryReadSide, MemoryWriteSide};
 pub use notify::{ReleaseHub, ReleaseWatch};

@@ -11,6 +11,8 @@ use crate::error::{Error, Result};
 use crate::fencing::Fencing;
 use crate::guard::LockGuard;
 use crate::hold::{Hold, HoldKey};
+use crate::latch::CountDownLatch;
+use crate::latch_backend::LatchBackend;
 use crate::options::{Lease, LockOptions};
 use crate::owner::Owner;
 use crate::semaphore::Semaphore;
@@ -446,6 +448,31 @@ impl<B: SemaphoreBackend> Locker<B> {
     /// ```
     pub fn semaphore(&self, name: &str) -> Result<Semaphore<B>> {
         Semaphore::new(self.shared.backend.clone(), name)
+    }
+}
+
+impl<B: LatchBackend> Locker<B> {
+    /// A handle on the countdown latch `name` (Redisson's `RCountDownLatch`; see
+    /// [`CountDownLatch`]). Nothing is sent until the handle is used.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidName`] for a name the backend refuses, before any I/O.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> lock_core::Result<()> {
+    /// let locker = lock_core::Locker::new(lock_core::MemoryBackend::new());
+    /// let started = locker.latch("started")?;
+    /// started.try_set_count(3).await?;
+    /// assert_eq!(started.count_down().await?, 2);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn latch(&self, name: &str) -> Result<CountDownLatch<B>> {
+        CountDownLatch::new(self.shared.backend.clone(), name)
     }
 }
 

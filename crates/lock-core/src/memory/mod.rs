@@ -1,6 +1,8 @@
 //! An in-memory backend with real expiry, for unit tests of code that takes locks: the locks
-//! here, the semaphores in [`semaphore`], the read-write locks in [`rwlock`].
+//! here, the semaphores in [`semaphore`], the read-write locks in [`rwlock`], the countdown
+//! latches in [`latch`].
 
+mod latch;
 mod rwlock;
 mod semaphore;
 
@@ -35,6 +37,8 @@ pub(super) struct Tables {
     semaphores: HashMap<String, i64>,
     /// Read-write locks.
     rwlocks: HashMap<String, rwlock::RwHeld>,
+    /// Countdown latches: name → count (absent once open).
+    latches: HashMap<String, u64>,
 }
 
 struct Store {

@@ -59,7 +59,7 @@ pub(crate) enum Wake {
 /// Whom `message` on `channel` wakes: a semaphore's channel carries its new permit count (as
 /// Redisson's semaphore waiters read it); a lock's channel a release, which wakes one waiter,
 /// except a writer leaving a read-write lock (`1`), which wakes them all (as Redisson's
-/// `LockPubSub` reads it).
+/// `LockPubSub` reads it); a latch's channel wakes every waiter.
 pub(crate) fn wake_for(channel: &str, message: &[u8]) -> Wake {
     let on = |prefix: &str| {
         channel
@@ -67,6 +67,11 @@ pub(crate) fn wake_for(channel: &str, message: &[u8]) -> Wake {
             .is_some_and(|rest| rest.starts_with(':'))
     };
     if on(keys::RWLOCK_CHANNEL_PREFIX) && message == keys::WRITER_LEFT_MESSAGE.as_bytes() {
+        return Wake::All;
+    }
+    // A latch's waiters all read its count again, whatever the message (0: open; 1: a new
+    // count, which costs them one look).
+    if channel.starts_with(keys::LATCH_CHANNEL_PREFIX) {
         return Wake::All;
     }
     if !on(keys::SEMAPHORE_CHANNEL_PREFIX) {
@@ -100,6 +105,7 @@ mod tests {
         let channel = keys::rw_channel("doc");
         assert_eq!(wake_for(&channel, b"1"), Wake::All);
         assert_eq!(wake_for(&channel, b"0"), Wake::One);
+        assert_eq!(wake_for(&keys::latch_channel("doc"), b"0"), Wake::All);
         // On a plain lock's channel, a 1 is only a release.
         assert_eq!(wake_for(&keys::channel("doc"), b"1"), Wake::One);
     }

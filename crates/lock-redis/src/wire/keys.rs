@@ -18,6 +18,9 @@ pub const WRITER_LEFT_MESSAGE: &str = "1";
 /// What follows the owner field in a read-write lock's writer field (Redisson's
 /// `RedissonWriteLock#getLockName`).
 pub const WRITE_FIELD_SUFFIX: &str = ":write";
+/// Prefix of a countdown latch's channel, written before `{<name>}` with no colon (Redisson's
+/// `RedissonCountDownLatch#getChannelName`).
+pub const LATCH_CHANNEL_PREFIX: &str = "redisson_countdownlatch__channel__";
 /// Prefix of a semaphore's channel, on which each new permit count is announced (Redisson's
 /// `RedissonSemaphore#getChannelName`).
 pub const SEMAPHORE_CHANNEL_PREFIX: &str = "redisson_sc";
@@ -62,6 +65,15 @@ pub fn rw_timeout_key(name: &str, owner_field: &str, k: u32) -> String {
         format!("{{{name}}}")
     };
     format!("{base}:{owner_field}:rwlock_timeout:{k}")
+}
+
+/// The channel of a countdown latch: `redisson_countdownlatch__channel__{name}`, braces
+/// included whatever the name (Redisson writes it so). For a name with its own hash tag the
+/// channel hashes elsewhere than the latch: on a cluster with sharded pub/sub, its
+/// announcements then do not reach waiters, who find the latch open on their next look.
+#[must_use]
+pub fn latch_channel(name: &str) -> String {
+    format!("{LATCH_CHANNEL_PREFIX}{{{name}}}")
 }
 
 /// The fencing counter key of a lock: `redisson_lock_token:{name}`.
@@ -128,6 +140,10 @@ mod tests {
         assert_eq!(semaphore_channel("pool"), "redisson_sc:{pool}");
         assert_eq!(rw_channel("doc"), "redisson_rwlock:{doc}");
         assert_eq!(
+            latch_channel("ready"),
+            "redisson_countdownlatch__channel__{ready}"
+        );
+        assert_eq!(
             rw_timeout_key("doc", "u:1", 2),
             "{doc}:u:1:rwlock_timeout:2"
         );
@@ -156,6 +172,9 @@ mod tests {
             assert_eq!(slot(name), slot(&channel(name)), "{name}");
             assert_eq!(slot(name), slot(&semaphore_channel(name)), "{name}");
             assert_eq!(slot(name), slot(&rw_channel(name)), "{name}");
+            if !name.contains('{') {
+                assert_eq!(slot(name), slot(&latch_channel(name)), "{name}");
+            }
             assert_eq!(slot(name), slot(&rw_timeout_key(name, "u:1", 1)), "{name}");
         }
     }

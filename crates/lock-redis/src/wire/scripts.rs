@@ -64,6 +64,16 @@ pub(crate) static RW_WRITE_ABANDON: LazyLock<LockScript> =
 pub(crate) static RW_FORCE_RELEASE: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/rw_force_release.lua")));
 
+// The countdown latch (Redisson's `RCountDownLatch`: a string holding the count). Read with
+// `SEMAPHORE_READ` (a plain read of a count). Not preloaded.
+
+pub(crate) static LATCH_SET: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/latch_set.lua")));
+pub(crate) static LATCH_COUNT_DOWN: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/latch_count_down.lua")));
+pub(crate) static LATCH_DELETE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/latch_delete.lua")));
+
 // The semaphore (Redisson's `RSemaphore`: a string holding the available permits). Not
 // preloaded: a `NOSCRIPT` sends each whole once per connection, and a backend that never uses
 // a semaphore loads none.

@@ -1,0 +1,22 @@
+#!lua flags=allow-oom
+-- Delete a countdown latch, which opens it (Redisson's RCountDownLatch.delete), and announce it
+-- with message 1 as Redisson does (its waiters then read the count: 0). A key of another type
+-- is left alone.
+-- KEYS[1] latch; ARGV[1] the latch's channel, ARGV[2] how to announce ('p' PUBLISH, 's'
+-- SPUBLISH, 'b' both), ARGV[3] request id
+-- Returns {request id, 1} when it existed, {request id, 0} otherwise.
+local kind = redis.call('type', KEYS[1])['ok']
+if kind == 'none' then
+    return {ARGV[3], 0}
+end
+if kind ~= 'string' then
+    return redis.error_reply('WRONGTYPE the key holds a ' .. kind .. ', not a latch count')
+end
+redis.call('del', KEYS[1])
+if ARGV[2] ~= 's' then
+    redis.pcall('publish', ARGV[1], '1')
+end
+if ARGV[2] ~= 'p' then
+    redis.pcall('spublish', ARGV[1], '1')
+end
+return {ARGV[3], 1}
