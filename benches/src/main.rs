@@ -20,6 +20,10 @@
 //!   period, client CPU and memory per lock, keys left after releasing. See `w5.rs`.
 //! - W6: `--waiters` waiters on distinct locks held by another client; connections of the waiting
 //!   client and wake-up latency under paced releases. See `w6.rs`.
+//! - W7: `--w7-tasks` tasks take and give back one permit of a semaphore of `--w7-permits`
+//!   permits; rows `distlock-semaphore` (`Semaphore<RedisBackend>`) and `raw-scripts`
+//!   (Redisson's `RSemaphore` scripts on a raw redis-rs client), and both with a permit per
+//!   task (`-nowait`). See `w7.rs`.
 //!
 //! W1C, W2C and W5C (not in the default `--workloads`) are W1, W2 and W5 on a throw-away Redis
 //! Cluster of 3 primaries: rows `ping2`, `raw-script` (a raw redis-rs cluster client running the
@@ -33,6 +37,7 @@
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w4 --nodes 3,5
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1,w2,w4 --smoke
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w3,w5,w6 --rounds 1
+//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w7 --rounds 2
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1c,w2c,w5c,w1a,w2a
 //! ```
 
@@ -50,6 +55,7 @@ mod w3;
 mod w4;
 mod w5;
 mod w6;
+mod w7;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -78,6 +84,8 @@ enum Workload {
     W5,
     /// `--waiters` waiters on distinct held locks: connections used, wake-up latency.
     W6,
+    /// `--w7-tasks` tasks taking and giving back one permit of a `--w7-permits` semaphore.
+    W7,
     /// W1 on a 3-primary cluster: distlock against a raw redis-rs cluster client.
     W1c,
     /// W2 on a 3-primary cluster: distlock against a raw redis-rs cluster client.
@@ -102,6 +110,7 @@ impl Workload {
             Workload::W4 => "W4",
             Workload::W5 => "W5",
             Workload::W6 => "W6",
+            Workload::W7 => "W7",
             Workload::W1c => "W1C",
             Workload::W2c => "W2C",
             Workload::W5c => "W5C",
@@ -110,11 +119,11 @@ impl Workload {
         }
     }
 
-    /// W1, W2, W3, W5 and W6 run on one server (`--url` or a throw-away one).
+    /// W1, W2, W3, W5, W6 and W7 run on one server (`--url` or a throw-away one).
     fn single_server(self) -> bool {
         matches!(
             self,
-            Workload::W1 | Workload::W2 | Workload::W3 | Workload::W5 | Workload::W6
+            Workload::W1 | Workload::W2 | Workload::W3 | Workload::W5 | Workload::W6 | Workload::W7
         )
     }
 
@@ -133,7 +142,7 @@ impl Workload {
 #[derive(Debug, Parser)]
 #[command(name = "lockbench")]
 struct Args {
-    /// W1, W2, W3, W5, W6: use this server instead of starting a throw-away `redis-server`.
+    /// W1, W2, W3, W5, W6, W7: use this server instead of starting a throw-away `redis-server`.
     #[arg(long)]
     url: Option<String>,
     /// W4: use these independent servers (comma list or repeated) instead of starting
@@ -159,14 +168,14 @@ struct Args {
     /// W2, W2C, W2A: concurrent tasks.
     #[arg(long, default_value_t = 64)]
     tasks: usize,
-    /// W2, W2C, W2A: measured seconds per contender.
+    /// W2, W2C, W2A, W7: measured seconds per contender.
     #[arg(long, default_value_t = 3.0)]
     duration: f64,
     /// W2: a fixed number of pairs per task instead of `--duration`.
     #[arg(long)]
     per_task: Option<u64>,
-    /// W2: the measured phase of each contender is cut into this many slices, which take turns
-    /// between the contenders.
+    /// W2, W7: the measured phase of each contender is cut into this many slices, which take
+    /// turns between the contenders.
     #[arg(long, default_value_t = 6)]
     slices: u32,
     /// W3: tasks contending on the one key.
@@ -206,6 +215,12 @@ struct Args {
     /// one wake-up at a time, no queueing of our own making).
     #[arg(long, default_value_t = 1)]
     release_batch: usize,
+    /// W7: tasks taking and giving back one permit, on one client per row.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    w7_tasks: u64,
+    /// W7: the permits of the contended rows (the `-nowait` rows have one per task).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    w7_permits: u32,
     /// Workloads to run.
     #[arg(long, value_delimiter = ',', default_value = "w1,w2")]
     workloads: Vec<Workload>,
@@ -434,6 +449,15 @@ fn main() -> Result<(), BenchError> {
         measurement::print_ratios(&contended);
         ratios.extend(contended);
     }
+    if args.workloads.contains(&Workload::W7) {
+        let semaphore = w7::ratios(&medians);
+        println!(
+            "--- W7 ratios (distlock ÷ Redisson's scripts on a raw client; ops/s: higher = distlock faster; p50: lower = distlock faster), loadavg {} ---",
+            loadavg()
+        );
+        measurement::print_ratios(&semaphore);
+        ratios.extend(semaphore);
+    }
     if !node_urls.is_empty() {
         let multi = w4::ratios(&medians, &counts);
         println!(
@@ -592,6 +616,26 @@ async fn run_all(
                     let entrants = acked::entrants(args.contenders.as_deref(), primary).await?;
                     run_rows(args, workload, &entrants, &pair_probe, &prefix).await?
                 }
+                (Workload::W7, Some((url, probe))) => {
+                    let config = w7::Config {
+                        tasks: usize::try_from(args.w7_tasks)?,
+                        permits: args.w7_permits,
+                        duration: Duration::from_secs_f64(args.duration),
+                        slices: args.slices.max(1),
+                        warmup: Duration::from_millis(300),
+                    };
+                    if round == 1 {
+                        println!(
+                            "lockbench W7: {} tasks on one client per row take and give back 1 permit of {} (the -nowait rows: of {}), {} s per row in {} slices; op = acquire(1) + release(1), latency = acquire call -> release returned",
+                            config.tasks,
+                            config.permits,
+                            config.tasks,
+                            args.duration,
+                            config.slices
+                        );
+                    }
+                    w7::run(url, probe, &prefix, config).await?
+                }
                 (Workload::W6, Some((url, probe))) => {
                     let config = w6::Config {
                         waiters: args.waiters,
@@ -687,9 +731,12 @@ async fn run_rows(
             let warmup = Duration::from_millis(300);
             w2::run(label, entrants, probes, prefix, args.tasks, warmup, slices).await
         }
-        Workload::W3 | Workload::W4 | Workload::W5 | Workload::W5c | Workload::W6 => {
-            Err(format!("{label}: not a W1 or W2 loop").into())
-        }
+        Workload::W3
+        | Workload::W4
+        | Workload::W5
+        | Workload::W5c
+        | Workload::W6
+        | Workload::W7 => Err(format!("{label}: not a W1 or W2 loop").into()),
     }
 }
 

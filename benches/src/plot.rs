@@ -18,7 +18,8 @@ pub struct PlotRow {
     pub workload: String,
     /// The row's name, e.g. `distlock-fixed`.
     pub contender: String,
-    /// Ops (lock + unlock pairs; W3 handoffs, W6 wake-ups) per second.
+    /// Ops (lock + unlock pairs; W3 handoffs, W6 wake-ups, W7 acquire + release pairs) per
+    /// second.
     pub ops_per_sec: f64,
     /// 99th percentile latency in microseconds.
     pub p99_us: f64,
@@ -323,7 +324,11 @@ mod tests {
 
     #[test]
     fn docs_json_files_plot() {
-        for file in ["performance.json", "performance-cluster.json"] {
+        for file in [
+            "performance.json",
+            "performance-cluster.json",
+            "performance-semaphore.json",
+        ] {
             let path = format!("{}/../docs/{file}", env!("CARGO_MANIFEST_DIR"));
             let text = std::fs::read_to_string(&path).expect("docs JSON");
             let rows = rows_from_json(&text).expect("rows");
