@@ -89,3 +89,8 @@ mod rw_write_side {
     use super::*;
     lock_testkit::conformance_tests!(WriteSide(start(NotificationMode::PubSub)));
 }
+
+mod latch_pubsub {
+    use super::*;
+    lock_testkit::latch_conformance_tests!(start(NotificationMode::PubSub));
+}

@@ -18,7 +18,8 @@
 //!   the default.
 //! - [`conformance`]: the behaviour every backend must show, as async functions plus the
 //!   [`conformance_tests!`] macro that turns them into one test each;
-//!   [`semaphore_conformance`] and [`semaphore_conformance_tests!`] the same for semaphores.
+//!   [`semaphore_conformance`] and [`semaphore_conformance_tests!`] the same for semaphores,
+//!   [`latch_conformance`] and [`latch_conformance_tests!`] for countdown latches.
 //! - [`FencedResource`]: a protected counter on its own server that refuses stale fencing
 //!   tokens, and [`History`]: a recorder of lock holds whose [`check`](History::check) finds
 //!   overlaps, lost updates and fence rejections, and draws the holds around a violation as an
@@ -38,6 +39,7 @@
 pub mod cluster;
 pub mod conformance;
 pub mod history;
+pub mod latch_conformance;
 pub mod leftovers;
 pub mod nodes;
 pub mod proxy;

@@ -19,3 +19,8 @@ mod semaphore {
     use super::*;
     lock_testkit::semaphore_conformance_tests!(Memory(MemoryBackend::new()));
 }
+
+mod latch {
+    use super::*;
+    lock_testkit::latch_conformance_tests!(Memory(MemoryBackend::new()));
+}
