@@ -1,5 +1,6 @@
 //! The conformance suite on a Redis Cluster (3 primaries × 1 replica), for both lock kinds,
-//! with pub/sub notifications and with polling.
+//! with pub/sub notifications and with polling; and the semaphore suite, with plain and sharded
+//! pub/sub.
 //!
 //! One cluster (6 processes) serves every case of this file: cases use fresh lock names, and
 //! the cluster is started by the first case and stopped when the last one running lets go.
@@ -96,6 +97,34 @@ mod plain_only {
 mod fast_pubsub {
     use super::*;
     lock_testkit::conformance_tests!(start(NotificationMode::PubSub, LockKind::Fast));
+}
+
+// The semaphore on the same cluster: its count and channel live in the name's slot; waiters
+// listen with plain and with sharded pub/sub (releases announce on what they listen to).
+mod semaphore_pubsub {
+    use super::*;
+    lock_testkit::semaphore_conformance_tests!(start(
+        NotificationMode::PubSub,
+        LockKind::Reentrant
+    ));
+}
+
+mod semaphore_sharded_only {
+    use super::*;
+    lock_testkit::semaphore_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::On
+    ));
+}
+
+mod semaphore_plain_only {
+    use super::*;
+    lock_testkit::semaphore_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::Off
+    ));
 }
 
 /// Watchdog renewals of many locks in many slots (one renewal batch): each lock's renewal goes
