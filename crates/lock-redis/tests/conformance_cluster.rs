@@ -1,5 +1,6 @@
 //! The conformance suite on a Redis Cluster (3 primaries × 1 replica), for both lock kinds,
-//! with pub/sub notifications and with polling.
+//! with pub/sub notifications and with polling; and the semaphore suite, with plain and sharded
+//! pub/sub.
 //!
 //! One cluster (6 processes) serves every case of this file: cases use fresh lock names, and
 //! the cluster is started by the first case and stopped when the last one running lets go.
@@ -96,6 +97,34 @@ mod plain_only {
 mod fast_pubsub {
     use super::*;
     lock_testkit::conformance_tests!(start(NotificationMode::PubSub, LockKind::Fast));
+}
+
+// The semaphore on the same cluster: its count and channel live in the name's slot; waiters
+// listen with plain and with sharded pub/sub (releases announce on what they listen to).
+mod semaphore_pubsub {
+    use super::*;
+    lock_testkit::semaphore_conformance_tests!(start(
+        NotificationMode::PubSub,
+        LockKind::Reentrant
+    ));
+}
+
+mod semaphore_sharded_only {
+    use super::*;
+    lock_testkit::semaphore_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::On
+    ));
+}
+
+mod semaphore_plain_only {
+    use super::*;
+    lock_testkit::semaphore_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::Off
+    ));
 }
 
 /// Watchdog renewals of many locks in many slots (one renewal batch): each lock's renewal goes
@@ -248,6 +277,129 @@ fn mixed_fleets_wake_promptly() {
                 guard.release().await.expect("release"),
                 ReleaseOutcome::Released
             );
+        }
+    });
+}
+
+/// Redisson's `RedissonSemaphore.releaseAsync` script, verbatim: KEYS = [name, channel],
+/// ARGV = [permits, publish command] (`SPUBLISH` where Redisson uses sharded pub/sub, its
+/// default on a Redis 7 cluster; `PUBLISH` otherwise). tests/semaphore_interop.rs checks the
+/// rest of Redisson's semaphore on one server.
+const REDISSON_SEMAPHORE_RELEASE: &str = concat!(
+    "local value = redis.call('incrby', KEYS[1], ARGV[1]); ",
+    "redis.call(ARGV[2], KEYS[2], value); ",
+);
+
+/// Semaphores shared with Redisson on a cluster, both ways: a Redisson release (announced with
+/// `SPUBLISH` or `PUBLISH`) wakes a distlock waiter listening to that kind at once, and a
+/// distlock release reaches a Redisson client subscribed (`SSUBSCRIBE` or `SUBSCRIBE`) to the
+/// kind the distlock setting announces on, with the new count as the message.
+#[test]
+fn semaphores_shared_with_redisson() {
+    use lock_core::Locker;
+    use std::time::{Duration, Instant};
+
+    // The waiters' backstop re-check is 1 s after their attempt: a wake-up heard is far sooner.
+    const HAND_OFF: Duration = Duration::from_millis(700);
+    let wakes = [
+        (ShardedPubSub::Auto, "SPUBLISH"),
+        (ShardedPubSub::Auto, "PUBLISH"),
+        (ShardedPubSub::On, "SPUBLISH"),
+        (ShardedPubSub::Off, "PUBLISH"),
+    ];
+    let heard = [
+        (ShardedPubSub::Auto, "SSUBSCRIBE"),
+        (ShardedPubSub::Auto, "SUBSCRIBE"),
+        (ShardedPubSub::On, "SSUBSCRIBE"),
+        (ShardedPubSub::Off, "SUBSCRIBE"),
+    ];
+    lock_testkit::conformance::run(async {
+        let cluster = shared_cluster();
+        let semaphore = async |sharded, name: &str| {
+            let backend = RedisBackend::cluster_builder(cluster.urls())
+                .sharded_pubsub(sharded)
+                .connect()
+                .await
+                .expect("connect");
+            Locker::new(backend).semaphore(name).expect("a valid name")
+        };
+        // A plain connection to the primary serving `name`'s slot, as Redisson's would be.
+        let owner = |name: &str| {
+            let node = cluster
+                .primary_of_slot(lock_redis::keys::slot(name))
+                .expect("owner");
+            cluster
+                .node(node)
+                .client()
+                .get_connection()
+                .expect("connect")
+        };
+        for (listen, publish) in wakes {
+            let name = lock_testkit::conformance::fresh_name("redisson-semaphore");
+            let waiting = semaphore(listen, &name).await;
+            assert!(waiting.try_set_permits(0).await.expect("set"));
+            let waiter = tokio::spawn(async move {
+                waiting.acquire(1).await.expect("acquire");
+                (waiting, Instant::now())
+            });
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert!(!waiter.is_finished(), "nothing to take yet");
+            let released_at = Instant::now();
+            let () = redis::cmd("EVAL")
+                .arg(REDISSON_SEMAPHORE_RELEASE)
+                .arg(2)
+                .arg(&name)
+                .arg(lock_redis::keys::semaphore_channel(&name))
+                .arg(1)
+                .arg(publish)
+                .query(&mut owner(&name))
+                .expect("Redisson's release");
+            let (waiting, taken_at) = tokio::time::timeout(Duration::from_secs(5), waiter)
+                .await
+                .expect("the waiter gets its permit")
+                .expect("waiter task");
+            let hand_off = taken_at.duration_since(released_at);
+            assert!(
+                hand_off < HAND_OFF,
+                "listening {listen:?}, Redisson announcing with {publish}: woken after {hand_off:?}"
+            );
+            assert!(waiting.delete().await.expect("clean up"));
+        }
+        for (announce, subscribe) in heard {
+            let name = lock_testkit::conformance::fresh_name("redisson-semaphore");
+            let channel = lock_redis::keys::semaphore_channel(&name);
+            let mut subscriber = owner(&name);
+            subscriber
+                .set_read_timeout(Some(Duration::from_secs(2)))
+                .expect("read timeout");
+            subscriber
+                .send_packed_command(&redis::cmd(subscribe).arg(&channel).get_packed_command())
+                .expect(subscribe);
+            let confirmed = subscriber.recv_response().expect("subscribed");
+            assert!(
+                matches!(&confirmed, redis::Value::Array(items) if items.len() == 3),
+                "{confirmed:?}"
+            );
+            let releasing = semaphore(announce, &name).await;
+            assert_eq!(releasing.release(3).await.expect("release"), 3);
+            let message = tokio::task::block_in_place(|| subscriber.recv_response())
+                .unwrap_or_else(|err| {
+                    panic!("{subscribe} heard nothing of a {announce:?} release: {err}")
+                });
+            // RESP2: [message | smessage, channel, payload].
+            let (kind, heard_on, count): (String, String, String) =
+                redis::from_redis_value(message).expect("a message");
+            let expected = if subscribe == "SSUBSCRIBE" {
+                "smessage"
+            } else {
+                "message"
+            };
+            assert_eq!(
+                (kind.as_str(), heard_on.as_str()),
+                (expected, channel.as_str())
+            );
+            assert_eq!(count, "3", "announced with {announce:?}");
+            assert!(releasing.delete().await.expect("clean up"));
         }
     });
 }

@@ -1,5 +1,6 @@
-//! Sentinel mode: the conformance suite on the primary of a Sentinel service (one group, 1
-//! primary + 1 replica + 3 Sentinels, shared by the cases), and locks held across a failover.
+//! Sentinel mode: the conformance suite and the semaphore suite on the primary of a Sentinel
+//! service (one group, 1 primary + 1 replica + 3 Sentinels, shared by the cases), and locks
+//! held across a failover.
 #![cfg(feature = "sentinel")]
 
 use std::sync::{Arc, Mutex, Weak};
@@ -62,6 +63,11 @@ mod reentrant {
 mod fast {
     use super::*;
     lock_testkit::conformance_tests!(start(LockKind::Fast));
+}
+
+mod semaphore {
+    use super::*;
+    lock_testkit::semaphore_conformance_tests!(start(LockKind::Reentrant));
 }
 
 /// A lock held under the watchdog while the Sentinels fail over (coordinated: the replica has
