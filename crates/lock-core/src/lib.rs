@@ -18,6 +18,8 @@
 //! - [`SemaphoreBackend`] and [`Semaphore`] ([`Locker::semaphore`]): a counting semaphore
 //!   (Redisson's `RSemaphore`), waited for with the lock's wait loop.
 //! - [`ReadWriteBackend`] and [`RwLocker`]: read-write locks, one lock backend per side.
+//! - [`LeasedSemaphoreBackend`] and [`PermitLocker`]: semaphore permits held like locks, given
+//!   back by the store when their lease ends (Redisson's `RPermitExpirableSemaphore`).
 //! - [`LatchBackend`] and [`CountDownLatch`] ([`Locker::latch`]): a countdown latch (Redisson's
 //!   `RCountDownLatch`) whose waiters also look again every second.
 //!
@@ -25,7 +27,8 @@
 //!
 //! Each module imports only the ones listed below it:
 //!
-//! - `rw_locker`: [`RwLocker`], a [`Locker`] per side of a read-write lock.
+//! - `rw_locker`, `permit_locker`: [`RwLocker`] and [`PermitLocker`], a [`Locker`] per side of
+//!   a read-write lock, and over lease-bound permits.
 //! - `locker`: [`Locker`], the entry point; builds a guard from what the waiter won.
 //! - `semaphore`, `latch`: [`Semaphore`] and [`CountDownLatch`], the handles.
 //! - `waiter`: the first attempt, the registration for release notifications, the wait loop,
@@ -37,9 +40,10 @@
 //! - `watchdog`: batched renewals of watchdog-mode leases.
 //! - `hold`: the record of one hold (name, owner, lease, lease status), shared by its guard, the
 //!   watchdog and the hold book.
-//! - `memory`, `rw_backend`, `semaphore_backend`, `latch_backend`, `backend`, `notify`,
-//!   `options`, `fencing`, `owner`, `error`: the in-memory backend, the read-write lock's, the
-//!   semaphore's, the latch's and the lock's backend contracts, release notifications, options and checks, the fencing choice
+//! - `memory`, `rw_backend`, `leased_backend`, `semaphore_backend`, `latch_backend`, `backend`,
+//!   `notify`, `options`, `fencing`, `owner`, `error`: the in-memory backend, the read-write
+//!   lock's, the lease-bound permits', the semaphore's, the latch's and the lock's backend
+//!   contracts, release notifications, options and checks, the fencing choice
 //!   carried in the types, owners, errors.
 //!
 //! # Example
@@ -73,11 +77,13 @@ mod hold;
 mod holds;
 mod latch;
 pub mod latch_backend;
+pub mod leased_backend;
 mod locker;
 mod memory;
 pub mod notify;
 pub mod options;
 mod owner;
+mod permit_locker;
 pub mod rw_backend;
 mod rw_locker;
 mod semaphore;
@@ -97,11 +103,13 @@ pub use guard::LockGuard;
 pub use hold::LeaseLoss;
 pub use latch::CountDownLatch;
 pub use latch_backend::LatchBackend;
+pub use leased_backend::{LeasedSemaphoreBackend, LeasedState};
 pub use locker::Locker;
-pub use memory::{MemoryBackend, MemoryReadSide, MemoryWriteSide};
+pub use memory::{MemoryBackend, MemoryPermitSide, MemoryReadSide, MemoryWriteSide};
 pub use notify::{ReleaseHub, ReleaseWatch};
 pub use options::{Lease, LockOptions, Wait};
 pub use owner::{Owner, new_client_id};
+pub use permit_locker::PermitLocker;
 pub use rw_backend::{ReadWriteBackend, RwMode, RwState};
 pub use rw_locker::RwLocker;
 pub use semaphore::Semaphore;

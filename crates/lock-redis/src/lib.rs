@@ -69,6 +69,7 @@ pub use backend::options::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL, LockKind,
     NotificationMode, ShardedPubSub,
 };
+pub use backend::permits::RedisPermitSide;
 pub use backend::redis_backend::RedisBackend;
 pub use backend::rwlock::{RedisReadSide, RedisWriteSide};
 /// The redis-rs crate lock-redis is built on. A `redis::Client` or `ConnectionInfo` handed to

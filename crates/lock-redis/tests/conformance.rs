@@ -94,3 +94,8 @@ mod latch_pubsub {
     use super::*;
     lock_testkit::latch_conformance_tests!(start(NotificationMode::PubSub));
 }
+
+mod permits_pubsub {
+    use super::*;
+    lock_testkit::permit_conformance_tests!(start(NotificationMode::PubSub));
+}

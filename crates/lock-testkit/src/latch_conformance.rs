@@ -91,7 +91,10 @@ where
     // Open just after the waiters' own re-check (a second after their first look): found by
     // that re-check alone, the opening would take them most of a second more.
     sleep(Duration::from_millis(750)).await;
-    assert!(waiters.iter().all(|waiter| !waiter.is_finished()), "one left");
+    assert!(
+        waiters.iter().all(|waiter| !waiter.is_finished()),
+        "one left"
+    );
     let opened_at = Instant::now();
     assert_eq!(setter.count_down().await.expect("down"), 0);
     for waiter in waiters {
@@ -114,18 +117,26 @@ where
     let latch = latch_of(harness, &name).await;
     let started = Instant::now();
     latch.wait().await.expect("never set: open");
-    assert!(latch
-        .wait_timeout(Duration::from_secs(5))
-        .await
-        .expect("wait"));
-    assert!(started.elapsed() < Duration::from_secs(1), "waited on an open latch");
+    assert!(
+        latch
+            .wait_timeout(Duration::from_secs(5))
+            .await
+            .expect("wait")
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "waited on an open latch"
+    );
     assert!(latch.try_set_count(1).await.expect("set"));
     let wait = Duration::from_millis(400);
     let started = Instant::now();
     assert!(!latch.wait_timeout(wait).await.expect("wait"));
     let waited = started.elapsed();
     assert!(waited >= wait, "gave up early, after {waited:?}");
-    assert!(waited < wait + Duration::from_secs(1), "overran: {waited:?}");
+    assert!(
+        waited < wait + Duration::from_secs(1),
+        "overran: {waited:?}"
+    );
     assert!(latch.delete().await.expect("clean up"));
 }
 
@@ -163,7 +174,9 @@ where
     for bad in ["", too_long.as_str()] {
         assert!(matches!(locker.latch(bad), Err(Error::InvalidName { .. })));
     }
-    let latch = locker.latch(&fresh_name("latch-bad")).expect("a valid name");
+    let latch = locker
+        .latch(&fresh_name("latch-bad"))
+        .expect("a valid name");
     for wait in [Duration::ZERO, Duration::MAX] {
         let result = latch.wait_timeout(wait).await;
         assert!(

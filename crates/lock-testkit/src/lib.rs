@@ -19,7 +19,8 @@
 //! - [`conformance`]: the behaviour every backend must show, as async functions plus the
 //!   [`conformance_tests!`] macro that turns them into one test each;
 //!   [`semaphore_conformance`] and [`semaphore_conformance_tests!`] the same for semaphores,
-//!   [`latch_conformance`] and [`latch_conformance_tests!`] for countdown latches.
+//!   [`latch_conformance`] and [`latch_conformance_tests!`] for countdown latches,
+//!   [`permit_conformance`] and [`permit_conformance_tests!`] for lease-bound permits.
 //! - [`FencedResource`]: a protected counter on its own server that refuses stale fencing
 //!   tokens, and [`History`]: a recorder of lock holds whose [`check`](History::check) finds
 //!   overlaps, lost updates and fence rejections, and draws the holds around a violation as an
@@ -42,6 +43,7 @@ pub mod history;
 pub mod latch_conformance;
 pub mod leftovers;
 pub mod nodes;
+pub mod permit_conformance;
 pub mod proxy;
 pub mod replication;
 pub mod resource;

@@ -24,3 +24,8 @@ mod latch {
     use super::*;
     lock_testkit::latch_conformance_tests!(Memory(MemoryBackend::new()));
 }
+
+mod permits {
+    use super::*;
+    lock_testkit::permit_conformance_tests!(Memory(MemoryBackend::new()));
+}

@@ -1,11 +1,13 @@
 //! An in-memory backend with real expiry, for unit tests of code that takes locks: the locks
-//! here, the semaphores in [`semaphore`], the read-write locks in [`rwlock`], the countdown
-//! latches in [`latch`].
+//! here, the semaphores in [`semaphore`] (their lease-bound permits in [`permits`]), the
+//! read-write locks in [`rwlock`], the countdown latches in [`latch`].
 
 mod latch;
+mod permits;
 mod rwlock;
 mod semaphore;
 
+pub use permits::MemoryPermitSide;
 pub use rwlock::{MemoryReadSide, MemoryWriteSide};
 
 use std::collections::HashMap;
@@ -37,6 +39,8 @@ pub(super) struct Tables {
     semaphores: HashMap<String, i64>,
     /// Read-write locks.
     rwlocks: HashMap<String, rwlock::RwHeld>,
+    /// Lease-bound permits out, per semaphore name (the count is in `semaphores`).
+    permits: HashMap<String, Vec<permits::Permit>>,
     /// Countdown latches: name → count (absent once open).
     latches: HashMap<String, u64>,
 }

@@ -7,7 +7,7 @@ use crate::notify::ReleaseWatch;
 use crate::semaphore_backend::{PermitsTaken, SemaphoreBackend, SemaphoreState};
 
 /// The hub topic of the semaphore `name`.
-fn topic(name: &str) -> String {
+pub(super) fn topic(name: &str) -> String {
     format!("semaphore:{name}")
 }
 
@@ -20,7 +20,7 @@ fn added(count: i64, delta: i64) -> Result<i64> {
 
 impl MemoryBackend {
     /// Announces `count` available permits of `name` to its waiters.
-    fn announce_permits(&self, name: &str, count: i64) {
+    pub(super) fn announce_permits(&self, name: &str, count: i64) {
         self.store.hub.notify_up_to(&topic(name), count);
     }
 }

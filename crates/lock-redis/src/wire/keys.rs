@@ -67,6 +67,18 @@ pub fn rw_timeout_key(name: &str, owner_field: &str, k: u32) -> String {
     format!("{base}:{owner_field}:rwlock_timeout:{k}")
 }
 
+/// The sorted set of the lease-bound permits out of the semaphore `name`, each scored by the
+/// end of its lease: `{name}:timeout` (Redisson's `RPermitExpirableSemaphore` timeout name,
+/// `name:timeout` when the name has its own hash tag). The scripts derive it the same way.
+#[must_use]
+pub fn permits_key(name: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:timeout")
+    } else {
+        format!("{{{name}}}:timeout")
+    }
+}
+
 /// The channel of a countdown latch: `redisson_countdownlatch__channel__{name}`, braces
 /// included whatever the name (Redisson writes it so). For a name with its own hash tag the
 /// channel hashes elsewhere than the latch: on a cluster with sharded pub/sub, its
@@ -139,6 +151,8 @@ mod tests {
         assert_eq!(token_key("orders:42"), "redisson_lock_token:{orders:42}");
         assert_eq!(semaphore_channel("pool"), "redisson_sc:{pool}");
         assert_eq!(rw_channel("doc"), "redisson_rwlock:{doc}");
+        assert_eq!(permits_key("gpu"), "{gpu}:timeout");
+        assert_eq!(permits_key("{t}:gpu"), "{t}:gpu:timeout");
         assert_eq!(
             latch_channel("ready"),
             "redisson_countdownlatch__channel__{ready}"
@@ -172,6 +186,7 @@ mod tests {
             assert_eq!(slot(name), slot(&channel(name)), "{name}");
             assert_eq!(slot(name), slot(&semaphore_channel(name)), "{name}");
             assert_eq!(slot(name), slot(&rw_channel(name)), "{name}");
+            assert_eq!(slot(name), slot(&permits_key(name)), "{name}");
             if !name.contains('{') {
                 assert_eq!(slot(name), slot(&latch_channel(name)), "{name}");
             }

@@ -64,6 +64,26 @@ pub(crate) static RW_WRITE_ABANDON: LazyLock<LockScript> =
 pub(crate) static RW_FORCE_RELEASE: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/rw_force_release.lua")));
 
+// Lease-bound permits (Redisson's `RPermitExpirableSemaphore`: the semaphore's count and the
+// sorted set of permits out, scored by the end of their leases). Not preloaded.
+
+pub(crate) static PERMIT_ACQUIRE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/permit_acquire.lua")));
+pub(crate) static PERMIT_RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/permit_release.lua")));
+/// The release script lowering to a count, sent whole (see [`ABANDON`]).
+pub(crate) static PERMIT_ABANDON: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::sent_whole(include_str!("../scripts/permit_release.lua")));
+pub(crate) static PERMIT_RENEW: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/permit_renew.lua")));
+/// Permit renewals of any slots one cluster node serves, in one script.
+pub(crate) static PERMIT_RENEW_ACROSS_SLOTS: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/permit_renew_across_slots.lua")));
+pub(crate) static PERMIT_FORCE_RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/permit_force_release.lua")));
+pub(crate) static PERMIT_STATE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/permit_state.lua")));
+
 // The countdown latch (Redisson's `RCountDownLatch`: a string holding the count). Read with
 // `SEMAPHORE_READ` (a plain read of a count). Not preloaded.
 

@@ -1,0 +1,274 @@
+//! Lease-bound permits: Redisson's `RPermitExpirableSemaphore`, the semaphore's count (the
+//! bare name) and the sorted set `{name}:timeout` of permits out, each a member
+//! `<owner field>:<k>` scored by the end of its lease on the server's clock; every operation one
+//! Lua script.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{
+    AcquireOutcome, AcquireRequest, Error, LeasedState, LockState, ReleaseOutcome, RenewOutcome,
+    Renewal, Result,
+};
+use redis::Cmd;
+
+use crate::call::Calls;
+use crate::connection::deferred::Deferred;
+use crate::kind::{replicated, scripted};
+use crate::wire::announce::Announce;
+use crate::wire::keys;
+use crate::wire::reply::{acquire_outcome, count, millis};
+use crate::wire::scripts::{
+    PERMIT_ABANDON, PERMIT_ACQUIRE, PERMIT_FORCE_RELEASE, PERMIT_RELEASE, PERMIT_RENEW,
+    PERMIT_RENEW_ACROSS_SLOTS, PERMIT_STATE,
+};
+
+/// `LockBackend::try_acquire` of the permit side (given back, and refused, on a replica
+/// shortfall as the lock's).
+pub(crate) async fn try_acquire(
+    calls: &Arc<Calls>,
+    request: AcquireRequest<'_>,
+) -> Result<AcquireOutcome> {
+    let permits_key = keys::permits_key(request.name);
+    let token_key = keys::token_key(request.name);
+    let channel = keys::semaphore_channel(request.name);
+    let (reply, acknowledged): (Vec<i64>, _) = calls
+        .run_write(
+            request.name,
+            &PERMIT_ACQUIRE,
+            3,
+            calls.call_timeout(Some(request.lease)),
+            |command| {
+                command
+                    .arg(request.name)
+                    .arg(&permits_key)
+                    .arg(&token_key)
+                    .arg(millis(request.lease))
+                    .arg(request.owner_field)
+                    .arg(&channel)
+                    .arg(calls.announce().arg())
+                    .arg(if request.fencing { "1" } else { "0" });
+            },
+        )
+        .await?;
+    let outcome = acquire_outcome(&reply, request.fencing)?;
+    if let AcquireOutcome::Acquired(_) = outcome
+        && let Err(shortfall) = replicated::grant_verdict(calls, request.name, acknowledged)
+    {
+        let given_back = abandon(
+            calls,
+            request.name,
+            request.owner_field,
+            request.known_holds,
+        )
+        .await;
+        return Err(replicated::refused(given_back, shortfall));
+    }
+    Ok(outcome)
+}
+
+/// The keys and arguments of `permit_release.lua` (before the request id).
+fn release_arguments(
+    command: &mut Cmd,
+    name: &str,
+    owner_field: &str,
+    keep: Option<u32>,
+    lease: Duration,
+    announce: Announce,
+) {
+    command
+        .arg(name)
+        .arg(keys::permits_key(name))
+        .arg(owner_field);
+    match keep {
+        Some(keep) => command.arg(keep),
+        None => command.arg(""),
+    };
+    command
+        .arg(millis(lease))
+        .arg(keys::semaphore_channel(name))
+        .arg(announce.arg());
+}
+
+/// `LockBackend::release` of the permit side.
+pub(crate) async fn release(
+    calls: &Arc<Calls>,
+    name: &str,
+    owner_field: &str,
+    lease: Duration,
+) -> Result<ReleaseOutcome> {
+    let ((left,), acknowledged): ((i64,), _) = calls
+        .run_write(
+            name,
+            &PERMIT_RELEASE,
+            2,
+            calls.call_timeout(None),
+            |command| {
+                release_arguments(command, name, owner_field, None, lease, calls.announce());
+            },
+        )
+        .await?;
+    replicated::log_release(calls, name, acknowledged);
+    Ok(match left {
+        -1 => ReleaseOutcome::NotHeld,
+        0 => ReleaseOutcome::Released,
+        left => ReleaseOutcome::StillHeld {
+            hold_count: count(left)?,
+        },
+    })
+}
+
+/// `LockBackend::renew` of the permit side.
+pub(crate) async fn renew(
+    calls: &Arc<Calls>,
+    renewals: &[Renewal<'_>],
+) -> Result<Vec<RenewOutcome>> {
+    scripted::renew(calls, &PERMIT_RENEW, &PERMIT_RENEW_ACROSS_SLOTS, renewals).await
+}
+
+/// `LockBackend::abandon` of the permit side: the release script lowering to `keep`, sent
+/// whole behind every pipeline under way; deferred to the next connection when it cannot be
+/// sent now.
+pub(crate) async fn abandon(
+    calls: &Arc<Calls>,
+    name: &str,
+    owner_field: &str,
+    keep: u32,
+) -> Result<()> {
+    let cleanup = Cleanup {
+        name: name.to_owned(),
+        owner_field: owner_field.to_owned(),
+        keep,
+        announce: calls.announce(),
+    };
+    let abandoned: Result<(i64,)> = calls
+        .run_behind(
+            name,
+            &PERMIT_ABANDON,
+            2,
+            calls.call_timeout(None),
+            |command| {
+                release_arguments(
+                    command,
+                    name,
+                    owner_field,
+                    Some(keep),
+                    Duration::ZERO,
+                    cleanup.announce,
+                );
+            },
+        )
+        .await;
+    if let Err(error) = abandoned {
+        if error.is_ambiguous() && calls.connection().defer(Arc::new(cleanup)) {
+            return Ok(());
+        }
+        return Err(error);
+    }
+    Ok(())
+}
+
+/// `LockBackend::force_release` of the permit side: every permit back.
+pub(crate) async fn force_release(calls: &Calls, name: &str) -> Result<bool> {
+    let (any,): (i64,) = calls
+        .run(
+            name,
+            &PERMIT_FORCE_RELEASE,
+            2,
+            calls.call_timeout(None),
+            |command| {
+                command
+                    .arg(name)
+                    .arg(keys::permits_key(name))
+                    .arg(keys::semaphore_channel(name))
+                    .arg(calls.announce().arg());
+            },
+        )
+        .await?;
+    Ok(any == 1)
+}
+
+/// `LeasedSemaphoreBackend::leased_state`, and what `inspect` reads.
+async fn snapshot(calls: &Calls, name: &str) -> Result<(LeasedState, Option<Duration>)> {
+    let (available, flat): (Option<i64>, Vec<redis::Value>) = calls
+        .run(
+            name,
+            &PERMIT_STATE,
+            2,
+            calls.call_timeout(None),
+            |command| {
+                command.arg(name).arg(keys::permits_key(name));
+            },
+        )
+        .await?;
+    let mut holders: Vec<(String, u32)> = Vec::new();
+    let mut expired = 0;
+    let mut longest: Option<i64> = None;
+    for pair in flat.chunks_exact(2) {
+        let member: String = redis::from_redis_value(pair[0].clone())
+            .map_err(|error| Error::Protocol(format!("permit id: {error}").into()))?;
+        let left: i64 = redis::from_redis_value(pair[1].clone())
+            .map_err(|error| Error::Protocol(format!("permit lease: {error}").into()))?;
+        if left <= 0 {
+            expired += 1;
+            continue;
+        }
+        longest = Some(longest.map_or(left, |longest| longest.max(left)));
+        // `<owner field>:<k>`; a member of another shape (a Redisson client's permit id) is
+        // listed as it is.
+        let holder = match member.rsplit_once(':') {
+            Some((owner, k)) if k.parse::<u32>().is_ok() => owner.to_owned(),
+            _ => member,
+        };
+        match holders.iter_mut().find(|(field, _)| *field == holder) {
+            Some((_, count)) => *count += 1,
+            None => holders.push((holder, 1)),
+        }
+    }
+    holders.sort();
+    let longest = longest.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
+    Ok((LeasedState::new(available, holders, expired), longest))
+}
+
+/// `LeasedSemaphoreBackend::leased_state`.
+pub(crate) async fn state(calls: &Calls, name: &str) -> Result<LeasedState> {
+    Ok(snapshot(calls, name).await?.0)
+}
+
+/// `LockBackend::inspect` of the permit side: the holders, and the longest lease left.
+pub(crate) async fn inspect(calls: &Calls, name: &str) -> Result<LockState> {
+    let (state, longest) = snapshot(calls, name).await?;
+    Ok(LockState::new(state.holders, longest))
+}
+
+/// An abandon that could not be sent, replayed whole on the next connection.
+struct Cleanup {
+    name: String,
+    owner_field: String,
+    keep: u32,
+    announce: Announce,
+}
+
+impl Deferred for Cleanup {
+    fn route(&self) -> &str {
+        &self.name
+    }
+
+    fn command(&self, request_id: u64) -> Cmd {
+        PERMIT_ABANDON.command(
+            true,
+            2,
+            |command| {
+                release_arguments(
+                    command,
+                    &self.name,
+                    &self.owner_field,
+                    Some(self.keep),
+                    Duration::ZERO,
+                    self.announce,
+                );
+            },
+            request_id,
+        )
+    }
+}

@@ -1,0 +1,73 @@
+#!lua
+-- Take one lease-bound permit (Redisson's RPermitExpirableSemaphore layout: the string `name`
+-- holds the available permits, the sorted set `{name}:timeout` every permit out, scored by the
+-- end of its lease in Unix ms). Leases are judged by the server's clock.
+-- KEYS[1] count, KEYS[2] permits out, KEYS[3] fencing counter
+-- ARGV[1] lease in ms, ARGV[2] owner field, ARGV[3] the semaphore's channel, ARGV[4] how to
+-- announce ('p' PUBLISH, 's' SPUBLISH, 'b' both), ARGV[5] '1' to hand out a fencing token,
+-- ARGV[6] request id
+-- Returns {request id, 1, the owner's permits, token or 0} when granted, {request id, 0, ms
+-- until the nearest permit's lease ends, or -1} otherwise.
+-- Each permit is a member `<owner field>:<k>`; an owner's permits are found by that prefix.
+
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+local function announce(count)
+    if ARGV[4] ~= 's' then
+        redis.pcall('publish', ARGV[3], count)
+    end
+    if ARGV[4] ~= 'p' then
+        redis.pcall('spublish', ARGV[3], count)
+    end
+end
+
+-- Permits whose lease ended go back to the count first (as Redisson's tryAcquire does).
+local expired = redis.call('zrangebyscore', KEYS[2], 0, now)
+if #expired > 0 then
+    redis.call('zrem', KEYS[2], unpack(expired))
+    local count = redis.call('incrby', KEYS[1], #expired)
+    if count > 0 then
+        announce(count)
+    end
+end
+
+local available = tonumber(redis.call('get', KEYS[1]))
+if available == nil or available < 1 then
+    local nearest = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
+    if nearest[2] then
+        return {ARGV[6], 0, math.max(0, tonumber(nearest[2]) - now)}
+    end
+    return {ARGV[6], 0, -1}
+end
+
+local token = 0
+if ARGV[5] == '1' then
+    -- As acquire.lua: the counter + 1, never below the server's clock in microseconds.
+    local micros = tonumber(time[1]) * 1000000 + tonumber(time[2])
+    token = (tonumber(redis.call('get', KEYS[3])) or 0) + 1
+    if token < micros then
+        token = micros
+    end
+    redis.call('set', KEYS[3], string.format('%.0f', token))
+end
+
+local prefix = ARGV[2] .. ':'
+local mine = 0
+for _, member in ipairs(redis.call('zrange', KEYS[2], 0, -1)) do
+    if string.sub(member, 1, #prefix) == prefix then
+        mine = mine + 1
+    end
+end
+local k = mine + 1
+while redis.call('zscore', KEYS[2], prefix .. k) do
+    k = k + 1
+end
+redis.call('decr', KEYS[1])
+redis.call('zadd', KEYS[2], now + tonumber(ARGV[1]), prefix .. k)
+-- As Redisson: the permits out live as long as the count does.
+local ttl = redis.call('pttl', KEYS[1])
+if ttl > 0 then
+    redis.call('pexpire', KEYS[2], ttl)
+end
+return {ARGV[6], 1, mine + 1, token}

@@ -1,0 +1,288 @@
+//! The lease-bound permits conformance suite: behaviour every [`LeasedSemaphoreBackend`] must
+//! show, for any [`Harness`] whose backend implements it, as one test per case with
+//! [`permit_conformance_tests!`](crate::permit_conformance_tests):
+//!
+//! ```
+//! use lock_core::MemoryBackend;
+//! use lock_testkit::conformance::Harness;
+//!
+//! struct Memory(MemoryBackend);
+//!
+//! impl Harness for Memory {
+//!     type Backend = MemoryBackend;
+//!     async fn client(&self) -> MemoryBackend {
+//!         self.0.new_client()
+//!     }
+//! }
+//!
+//! lock_testkit::permit_conformance_tests!(Memory(MemoryBackend::new()));
+//! # fn main() {}
+//! ```
+
+use std::time::Duration;
+
+use lock_core::{Error, LeaseLoss, LeasedSemaphoreBackend, LockOptions, PermitLocker};
+use tokio::time::{Instant, sleep, timeout};
+
+use crate::conformance::{Harness, fresh_name};
+
+/// How long a waiter may take to get a permit given back: well under its one-second
+/// re-check.
+const HAND_OFF: Duration = Duration::from_millis(700);
+
+async fn permits_of<H: Harness>(harness: &H) -> PermitLocker<H::Backend>
+where
+    H::Backend: LeasedSemaphoreBackend,
+{
+    PermitLocker::new(harness.client().await)
+}
+
+/// Never more permits out than set; a permit given back goes to a waiter at once; the state
+/// shows who holds what.
+pub async fn permits_bound_their_holders<H: Harness>(harness: &H)
+where
+    H::Backend: LeasedSemaphoreBackend,
+{
+    let name = fresh_name("permits-bound");
+    let a = permits_of(harness).await;
+    let b = permits_of(harness).await;
+    let c = permits_of(harness).await;
+    assert!(a.try_set_permits(&name, 2).await.expect("set"));
+    assert!(!c.try_set_permits(&name, 9).await.expect("set again"));
+    let first = a.acquire(&name).await.expect("first");
+    let second = b.acquire(&name).await.expect("second");
+    assert!(
+        c.try_acquire(&name).await.expect("try").is_none(),
+        "two of two out"
+    );
+    let state = c.state(&name).await.expect("state");
+    assert_eq!(state.available, Some(0));
+    assert_eq!(state.held(), 2);
+    assert_eq!(state.holders.len(), 2);
+    let waiter = tokio::spawn({
+        let name = name.clone();
+        async move {
+            let permit = c.acquire(&name).await.expect("acquire");
+            (Instant::now(), permit.release().await.expect("release"))
+        }
+    });
+    sleep(Duration::from_millis(300)).await;
+    let released_at = Instant::now();
+    assert!(first.release().await.expect("release").was_held());
+    let (taken_at, released) = timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter gets the permit")
+        .expect("task");
+    assert!(released.was_held());
+    let hand_off = taken_at.duration_since(released_at);
+    assert!(hand_off < HAND_OFF, "hand-off took {hand_off:?}");
+    assert!(second.release().await.expect("release").was_held());
+    let state = a.state(&name).await.expect("state");
+    assert_eq!(state.available, Some(2));
+    assert_eq!(state.held(), 0);
+}
+
+/// One owner may hold several permits; its guard counts them.
+pub async fn an_owner_holds_several_permits<H: Harness>(harness: &H)
+where
+    H::Backend: LeasedSemaphoreBackend,
+{
+    let name = fresh_name("permits-several");
+    let permits = permits_of(harness).await;
+    assert!(permits.try_set_permits(&name, 3).await.expect("set"));
+    let one = permits.acquire(&name).await.expect("one");
+    let two = permits.acquire(&name).await.expect("two");
+    assert_eq!(two.hold_count(), 2);
+    let state = permits.state(&name).await.expect("state");
+    assert_eq!(state.holders, vec![(one.owner_field().to_owned(), 2)]);
+    assert_eq!(state.available, Some(1));
+    assert!(two.release().await.expect("release").was_held());
+    assert!(one.release().await.expect("release").was_held());
+    assert_eq!(
+        permits.state(&name).await.expect("state").available,
+        Some(3)
+    );
+}
+
+/// A permit whose holder stops renewing (a crash) is given back when its lease ends, and a
+/// waiter gets it then.
+pub async fn a_crashed_holders_permit_comes_back<H: Harness>(harness: &H)
+where
+    H::Backend: LeasedSemaphoreBackend,
+{
+    let name = fresh_name("permits-crash");
+    let crashed = permits_of(harness).await;
+    let waiting = permits_of(harness).await;
+    assert!(crashed.try_set_permits(&name, 1).await.expect("set"));
+    let lease = Duration::from_millis(600);
+    let options = LockOptions::new().fixed_lease(lease);
+    let permit = crashed
+        .acquire_with(&name, &options)
+        .await
+        .expect("acquire");
+    let taken_at = Instant::now();
+    // Neither released nor renewed: as if its process died.
+    std::mem::forget(permit);
+    let got = timeout(Duration::from_secs(5), waiting.acquire(&name))
+        .await
+        .expect("the permit comes back")
+        .expect("acquire");
+    let after = taken_at.elapsed();
+    assert!(
+        after >= lease - Duration::from_millis(50),
+        "taken back early: {after:?}"
+    );
+    assert!(
+        after < lease + Duration::from_millis(1500),
+        "taken back late: {after:?}"
+    );
+    assert!(got.release().await.expect("release").was_held());
+    assert_eq!(
+        waiting.state(&name).await.expect("state").available,
+        Some(1)
+    );
+}
+
+/// The watchdog keeps a permit past its lease while the guard lives.
+pub async fn the_watchdog_keeps_a_permit<H: Harness>(harness: &H)
+where
+    H::Backend: LeasedSemaphoreBackend,
+{
+    let name = fresh_name("permits-watchdog");
+    let holder = permits_of(harness).await;
+    let other = permits_of(harness).await;
+    assert!(holder.try_set_permits(&name, 1).await.expect("set"));
+    let options = LockOptions::new().watchdog_lease(Duration::from_millis(600));
+    let permit = holder.acquire_with(&name, &options).await.expect("acquire");
+    sleep(Duration::from_millis(2000)).await;
+    assert!(!permit.is_lost());
+    assert!(
+        other.try_acquire(&name).await.expect("try").is_none(),
+        "still held"
+    );
+    assert!(permit.release().await.expect("release").was_held());
+    let next = other
+        .try_acquire(&name)
+        .await
+        .expect("try")
+        .expect("free now");
+    assert!(next.release().await.expect("release").was_held());
+}
+
+/// Giving every permit back by force (an operator's repair) makes the holders' guards lost.
+pub async fn forced_give_back_loses_the_permits<H: Harness>(harness: &H)
+where
+    H::Backend: LeasedSemaphoreBackend,
+{
+    let name = fresh_name("permits-force");
+    let holder = permits_of(harness).await;
+    let operator = permits_of(harness).await;
+    assert!(holder.try_set_permits(&name, 2).await.expect("set"));
+    let options = LockOptions::new().watchdog_lease(Duration::from_millis(600));
+    let permit = holder.acquire_with(&name, &options).await.expect("acquire");
+    assert!(operator.permits().force_unlock(&name).await.expect("force"));
+    let loss = timeout(Duration::from_secs(3), permit.lost())
+        .await
+        .expect("lost at the next renewal");
+    assert_eq!(loss, LeaseLoss::NotOurs);
+    assert_eq!(
+        operator.state(&name).await.expect("state").available,
+        Some(2)
+    );
+    assert!(!permit.release().await.expect("release").was_held());
+    assert_eq!(
+        operator.state(&name).await.expect("state").available,
+        Some(2)
+    );
+}
+
+/// An acquire dropped while it waits takes nothing.
+pub async fn a_cancelled_acquire_takes_nothing<H: Harness>(harness: &H)
+where
+    H::Backend: LeasedSemaphoreBackend,
+{
+    let name = fresh_name("permits-cancel");
+    let holder = permits_of(harness).await;
+    let waiting = permits_of(harness).await;
+    assert!(holder.try_set_permits(&name, 1).await.expect("set"));
+    let permit = holder.acquire(&name).await.expect("acquire");
+    let dropped = timeout(Duration::from_millis(300), waiting.acquire(&name)).await;
+    assert!(dropped.is_err(), "nothing to take");
+    assert!(permit.release().await.expect("release").was_held());
+    sleep(Duration::from_millis(100)).await;
+    let state = holder.state(&name).await.expect("state");
+    assert_eq!((state.available, state.held()), (Some(1), 0));
+}
+
+/// Bad input gets a typed error before any I/O.
+pub async fn permits_bad_input_is_rejected<H: Harness>(harness: &H)
+where
+    H::Backend: LeasedSemaphoreBackend,
+{
+    let permits = permits_of(harness).await;
+    let too_long = "x".repeat(lock_core::options::MAX_NAME_LEN + 1);
+    for bad in ["", too_long.as_str()] {
+        assert!(matches!(
+            permits.try_set_permits(bad, 1).await,
+            Err(Error::InvalidName { .. })
+        ));
+        assert!(matches!(
+            permits.acquire(bad).await,
+            Err(Error::InvalidName { .. })
+        ));
+        assert!(matches!(
+            permits.state(bad).await,
+            Err(Error::InvalidName { .. })
+        ));
+    }
+    let name = fresh_name("permits-bad");
+    let result = permits
+        .acquire_with(&name, &LockOptions::new().fixed_lease(Duration::ZERO))
+        .await;
+    assert!(
+        matches!(result, Err(Error::InvalidOptions { .. })),
+        "{result:?}"
+    );
+    assert_eq!(permits.state(&name).await.expect("state").available, None);
+}
+
+/// Generates one `#[test]` per lease-bound permits conformance case for a harness expression
+/// whose backend implements [`LeasedSemaphoreBackend`], as
+/// [`conformance_tests!`](crate::conformance_tests) does for locks (`@sequence` included).
+#[macro_export]
+macro_rules! permit_conformance_tests {
+    (@sequence $harness:expr) => {
+        $crate::permit_conformance_tests! { @every run $harness }
+    };
+    ($harness:expr) => {
+        $crate::permit_conformance_tests! { @every cases $harness }
+    };
+    (@every $mode:ident $harness:expr) => {
+        $crate::permit_conformance_tests! { @$mode $harness;
+            permits_bound_their_holders,
+            an_owner_holds_several_permits,
+            a_crashed_holders_permit_comes_back,
+            the_watchdog_keeps_a_permit,
+            forced_give_back_loses_the_permits,
+            a_cancelled_acquire_takes_nothing,
+            permits_bad_input_is_rejected,
+        }
+    };
+    (@run $harness:expr; $($case:ident),* $(,)?) => {
+        async {
+            let harness = $harness;
+            $($crate::permit_conformance::$case(harness).await;)*
+        }
+    };
+    (@cases $harness:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::conformance::run(async {
+                    let harness = $harness;
+                    $crate::permit_conformance::$case(&harness).await;
+                });
+            }
+        )*
+    };
+}
