@@ -37,6 +37,10 @@ pub struct AcquireRequest<'a> {
     /// that must undo an attempt on its own (a composite whose nodes answered differently) does
     /// the same. Other backends can ignore it.
     pub known_holds: u32,
+    /// Whether the caller waits for the lock when this attempt does not get it (`false` for a
+    /// single attempt, `try_lock`). A backend that [`queues`](LockBackend::queues) its waiters
+    /// queues only a caller that waits. Other backends can ignore it.
+    pub waits: bool,
 }
 
 /// What one acquire attempt found; see [`LockBackend::try_acquire`].
@@ -624,6 +628,57 @@ pub trait LockBackend: Send + Sync + 'static {
     /// [`crate::ReleaseHub`] takes care of it: once the last watch of a name is gone, it calls
     /// the idle hook if a subscription was requested, even one that was cancelled or failed.
     fn watch_releases(&self, name: &str) -> impl Future<Output = Result<ReleaseWatch>> + Send;
+
+    /// Registers `owner_field` for the notifications that concern its wait for `name`. By
+    /// default the name's release notifications ([`watch_releases`](Self::watch_releases)); a
+    /// fair lock, which wakes only the waiter whose turn it is, on a channel of that waiter's
+    /// own, overrides it. The contract is [`watch_releases`](Self::watch_releases)'s.
+    ///
+    /// # Errors
+    ///
+    /// As [`watch_releases`](Self::watch_releases).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`watch_releases`](Self::watch_releases).
+    fn watch_releases_of(
+        &self,
+        name: &str,
+        owner_field: &str,
+    ) -> impl Future<Output = Result<ReleaseWatch>> + Send {
+        let _ = owner_field;
+        self.watch_releases(name)
+    }
+
+    /// Whether an attempt that finds the lock held leaves `owner_field` in a queue of waiters
+    /// (a fair lock), which [`leave_queue`](Self::leave_queue) takes it out of. `false` by
+    /// default.
+    fn queues(&self) -> bool {
+        false
+    }
+
+    /// Takes `owner_field` out of the queue of waiters of `name`, if it is in it; changes no
+    /// hold. The [`crate::Locker`] calls it, for a backend that [`queues`](Self::queues), when
+    /// a wait ends without the lock (its deadline passed, an error, or its future was
+    /// dropped: then in the background), so a waiter that gives up does not hold up the ones
+    /// behind it. Nothing by default.
+    ///
+    /// # Errors
+    ///
+    /// The store's errors: the entry then stays until the queue drops it on its own (the
+    /// backend's queue timeout).
+    ///
+    /// # Cancel safety
+    ///
+    /// A dropped call may or may not have taken the entry out.
+    fn leave_queue(
+        &self,
+        name: &str,
+        owner_field: &str,
+    ) -> impl Future<Output = Result<()>> + Send {
+        let _ = (name, owner_field);
+        std::future::ready(Ok(()))
+    }
 }
 
 /// A boxed, sendable future, as returned by [`DynLockBackend`].
@@ -689,6 +744,16 @@ pub trait DynLockBackend: Send + Sync + 'static {
     fn inspect<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<LockState>>;
     /// See [`LockBackend::watch_releases`] (errors and cancel safety included).
     fn watch_releases<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<ReleaseWatch>>;
+    /// See [`LockBackend::watch_releases_of`] (errors and cancel safety included).
+    fn watch_releases_of<'a>(
+        &'a self,
+        name: &'a str,
+        owner_field: &'a str,
+    ) -> BoxFuture<'a, Result<ReleaseWatch>>;
+    /// See [`LockBackend::queues`].
+    fn queues(&self) -> bool;
+    /// See [`LockBackend::leave_queue`] (errors and cancel safety included).
+    fn leave_queue<'a>(&'a self, name: &'a str, owner_field: &'a str) -> BoxFuture<'a, Result<()>>;
 }
 
 impl<T: LockBackend> DynLockBackend for T {
@@ -744,6 +809,19 @@ impl<T: LockBackend> DynLockBackend for T {
     fn watch_releases<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<ReleaseWatch>> {
         Box::pin(LockBackend::watch_releases(self, name))
     }
+    fn watch_releases_of<'a>(
+        &'a self,
+        name: &'a str,
+        owner_field: &'a str,
+    ) -> BoxFuture<'a, Result<ReleaseWatch>> {
+        Box::pin(LockBackend::watch_releases_of(self, name, owner_field))
+    }
+    fn queues(&self) -> bool {
+        LockBackend::queues(self)
+    }
+    fn leave_queue<'a>(&'a self, name: &'a str, owner_field: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(LockBackend::leave_queue(self, name, owner_field))
+    }
 }
 
 impl LockBackend for Arc<dyn DynLockBackend> {
@@ -787,5 +865,14 @@ impl LockBackend for Arc<dyn DynLockBackend> {
     }
     async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
         (**self).watch_releases(name).await
+    }
+    async fn watch_releases_of(&self, name: &str, owner_field: &str) -> Result<ReleaseWatch> {
+        (**self).watch_releases_of(name, owner_field).await
+    }
+    fn queues(&self) -> bool {
+        (**self).queues()
+    }
+    async fn leave_queue(&self, name: &str, owner_field: &str) -> Result<()> {
+        (**self).leave_queue(name, owner_field).await
     }
 }

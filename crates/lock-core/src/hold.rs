@@ -69,13 +69,19 @@ impl HoldKey {
     }
 
     /// An acquire attempt for this name and owner; `known_holds` is filled in by the attempt.
-    pub fn acquire_request(&self, lease: Duration, fencing: bool) -> AcquireRequest<'_> {
+    pub fn acquire_request(
+        &self,
+        lease: Duration,
+        fencing: bool,
+        waits: bool,
+    ) -> AcquireRequest<'_> {
         AcquireRequest {
             name: self.name(),
             owner_field: self.field(),
             lease,
             fencing,
             known_holds: 0,
+            waits,
         }
     }
 }

@@ -18,6 +18,7 @@
 //! - [`SemaphoreBackend`] and [`Semaphore`] ([`Locker::semaphore`]): a counting semaphore
 //!   (Redisson's `RSemaphore`), waited for with the lock's wait loop.
 //! - [`ReadWriteBackend`] and [`RwLocker`]: read-write locks, one lock backend per side.
+//! - [`FairBackend`]: a fair lock side granting in arrival order, for a [`Locker`].
 //! - [`LeasedSemaphoreBackend`] and [`PermitLocker`]: semaphore permits held like locks, given
 //!   back by the store when their lease ends (Redisson's `RPermitExpirableSemaphore`).
 //! - [`LatchBackend`] and [`CountDownLatch`] ([`Locker::latch`]): a countdown latch (Redisson's
@@ -40,10 +41,10 @@
 //! - `watchdog`: batched renewals of watchdog-mode leases.
 //! - `hold`: the record of one hold (name, owner, lease, lease status), shared by its guard, the
 //!   watchdog and the hold book.
-//! - `memory`, `rw_backend`, `leased_backend`, `semaphore_backend`, `latch_backend`, `backend`,
-//!   `notify`, `options`, `fencing`, `owner`, `error`: the in-memory backend, the read-write
-//!   lock's, the lease-bound permits', the semaphore's, the latch's and the lock's backend
-//!   contracts, release notifications, options and checks, the fencing choice
+//! - `memory`, `rw_backend`, `fair_backend`, `leased_backend`, `semaphore_backend`,
+//!   `latch_backend`, `backend`, `notify`, `options`, `fencing`, `owner`, `error`: the in-memory
+//!   backend, the read-write lock's, the fair lock's, the lease-bound permits', the
+//!   semaphore's, the latch's and the lock's backend contracts, release notifications, options and checks, the fencing choice
 //!   carried in the types, owners, errors.
 //!
 //! # Example
@@ -71,6 +72,7 @@
 
 pub mod backend;
 pub mod error;
+pub mod fair_backend;
 mod fencing;
 mod guard;
 mod hold;
@@ -98,6 +100,7 @@ pub use backend::{
     ReleaseOutcome, RenewOutcome, Renewal,
 };
 pub use error::{Error, Result};
+pub use fair_backend::{FairBackend, FairState};
 pub use fencing::{Fenced, Fencing, Unfenced};
 pub use guard::LockGuard;
 pub use hold::LeaseLoss;
@@ -105,7 +108,9 @@ pub use latch::CountDownLatch;
 pub use latch_backend::LatchBackend;
 pub use leased_backend::{LeasedSemaphoreBackend, LeasedState};
 pub use locker::Locker;
-pub use memory::{MemoryBackend, MemoryPermitSide, MemoryReadSide, MemoryWriteSide};
+pub use memory::{
+    MemoryBackend, MemoryFairSide, MemoryPermitSide, MemoryReadSide, MemoryWriteSide,
+};
 pub use notify::{ReleaseHub, ReleaseWatch};
 pub use options::{Lease, LockOptions, Wait};
 pub use owner::{Owner, new_client_id};

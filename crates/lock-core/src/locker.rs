@@ -204,7 +204,8 @@ impl<B: LockBackend> Locker<B> {
         let started = tokio::time::Instant::now();
         let _in_flight = telemetry::InFlight::start();
         let acquired = async {
-            let request = key.acquire_request(lease.duration(), options.wants_fencing());
+            let waits = options.wait_policy() != crate::options::Wait::No;
+            let request = key.acquire_request(lease.duration(), options.wants_fencing(), waits);
             let attempts = LockAttempts {
                 locker: &self.shared,
                 request,

@@ -63,6 +63,11 @@ pub(crate) trait Attempts: Sync {
     /// Registers for the notifications that make another attempt worth it.
     fn register(&self) -> impl Future<Output = Result<ReleaseWatch>> + Send;
 
+    /// The wait ended without a win after attempts that may have left something behind while
+    /// waiting (a fair lock's queue entry): the wait's deadline passed, an error ended it, or
+    /// its future was dropped. Runs inside `Drop`: must not block (spawn).
+    fn gave_up(&self) {}
+
     /// A wait after a first attempt that did not win ended with `outcome` (`granted`, `held`,
     /// `error`) after `waited`.
     fn waited(&self, outcome: &'static str, waited: Duration) {
@@ -85,11 +90,48 @@ impl<B: LockBackend> Attempts for LockAttempts<'_, B> {
     }
 
     async fn register(&self) -> Result<ReleaseWatch> {
-        self.locker.backend.watch_releases(self.request.name).await
+        self.locker
+            .backend
+            .watch_releases_of(self.request.name, self.request.owner_field)
+            .await
+    }
+
+    fn gave_up(&self) {
+        if !self.locker.backend.queues() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // the queue drops the entry on its own after its timeout
+        };
+        let shared = self.locker.clone();
+        let (name, field) = (
+            self.request.name.to_owned(),
+            self.request.owner_field.to_owned(),
+        );
+        runtime.spawn(async move {
+            if let Err(error) = shared.backend.leave_queue(&name, &field).await {
+                tracing::debug!(%error, name, "could not leave the queue; it drops the entry on its own");
+            }
+        });
     }
 
     fn waited(&self, outcome: &'static str, waited: Duration) {
         crate::telemetry::waited(outcome, waited);
+    }
+}
+
+/// A wait under way: dropped before it won (given up, failed, or its future dropped), it tells
+/// the attempts ([`Attempts::gave_up`]).
+struct Unwon<'a, A: Attempts> {
+    attempts: &'a A,
+    won: bool,
+}
+
+impl<A: Attempts> Drop for Unwon<'_, A> {
+    fn drop(&mut self) {
+        if !self.won {
+            self.attempts.gave_up();
+        }
     }
 }
 
@@ -214,7 +256,16 @@ impl<A: Attempts> Waiter<A> {
     ///
     /// As [`crate::Locker::lock`].
     pub async fn acquire(&self) -> Result<Option<Granted<A::Won>>> {
-        let (retry_at, first_error, errors) = match self.first_attempt().await? {
+        let mut unwon = Unwon {
+            attempts: &self.attempts,
+            won: false,
+        };
+        let first = self.first_attempt().await;
+        // A single attempt (`no_wait`) leaves nothing behind to undo.
+        if self.no_wait || matches!(first, Ok(FirstAttempt::Done(Some(_)))) {
+            unwon.won = true;
+        }
+        let (retry_at, first_error, errors) = match first? {
             FirstAttempt::Done(granted) => return Ok(granted),
             FirstAttempt::Wait {
                 retry_at,
@@ -231,6 +282,7 @@ impl<A: Attempts> Waiter<A> {
             self.wait_and_retry(waiting, retry_at, errors).await
         }
         .await;
+        unwon.won = matches!(waited, Ok(Some(_)));
         let outcome = match &waited {
             Ok(Some(_)) => "granted",
             Ok(None) => "held",

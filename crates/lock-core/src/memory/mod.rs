@@ -1,12 +1,15 @@
 //! An in-memory backend with real expiry, for unit tests of code that takes locks: the locks
-//! here, the semaphores in [`semaphore`] (their lease-bound permits in [`permits`]), the
-//! read-write locks in [`rwlock`], the countdown latches in [`latch`].
+//! here (their fair side in [`fair`]), the semaphores in [`semaphore`] (their lease-bound
+//! permits in [`permits`]), the read-write locks in [`rwlock`], the countdown latches in
+//! [`latch`].
 
+mod fair;
 mod latch;
 mod permits;
 mod rwlock;
 mod semaphore;
 
+pub use fair::MemoryFairSide;
 pub use permits::MemoryPermitSide;
 pub use rwlock::{MemoryReadSide, MemoryWriteSide};
 
@@ -24,7 +27,7 @@ use crate::error::Result;
 use crate::notify::{ReleaseHub, ReleaseWatch};
 
 #[derive(Default)]
-struct Held {
+pub(super) struct Held {
     /// Owner field (`<client id>:<holder id>`) → hold count.
     holders: HashMap<String, u32>,
     expires_at: Option<Instant>,
@@ -39,6 +42,8 @@ pub(super) struct Tables {
     semaphores: HashMap<String, i64>,
     /// Read-write locks.
     rwlocks: HashMap<String, rwlock::RwHeld>,
+    /// Fair locks' queues of waiters (the locks themselves are in `locks`).
+    fair_queues: HashMap<String, fair::Queue>,
     /// Lease-bound permits out, per semaphore name (the count is in `semaphores`).
     permits: HashMap<String, Vec<permits::Permit>>,
     /// Countdown latches: name → count (absent once open).
@@ -162,7 +167,7 @@ impl MemoryBackend {
 }
 
 /// The entry for `name` if it exists and has not expired; an expired one is removed.
-fn live<'a>(locks: &'a mut HashMap<String, Held>, name: &str) -> Option<&'a mut Held> {
+pub(super) fn live<'a>(locks: &'a mut HashMap<String, Held>, name: &str) -> Option<&'a mut Held> {
     let expired = locks
         .get(name)
         .is_some_and(|held| held.expires_at.is_some_and(|at| at <= Instant::now()));
@@ -174,7 +179,7 @@ fn live<'a>(locks: &'a mut HashMap<String, Held>, name: &str) -> Option<&'a mut 
 
 /// Moves the expiry later, never earlier: one hold's shorter lease must not cut short another
 /// hold of the same lock (as on Redis, where the scripts only ever lengthen the PEXPIRE).
-fn extend_to(held: &mut Held, until: Instant) {
+pub(super) fn extend_to(held: &mut Held, until: Instant) {
     if held.expires_at.is_none_or(|at| at < until) {
         held.expires_at = Some(until);
     }
