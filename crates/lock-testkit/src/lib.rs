@@ -18,7 +18,8 @@
 //!   the default.
 //! - [`conformance`]: the behaviour every backend must show, as async functions plus the
 //!   [`conformance_tests!`] macro that turns them into one test each;
-//!   [`semaphore_conformance`] and [`semaphore_conformance_tests!`] the same for semaphores.
+//!   [`semaphore_conformance`] and [`semaphore_conformance_tests!`] the same for semaphores,
+//!   [`rw_conformance`] and [`rw_conformance_tests!`] for read-write locks.
 //! - [`FencedResource`]: a protected counter on its own server that refuses stale fencing
 //!   tokens, and [`History`]: a recorder of lock holds whose [`check`](History::check) finds
 //!   overlaps, lost updates and fence rejections, and draws the holds around a violation as an
@@ -43,6 +44,7 @@ pub mod nodes;
 pub mod proxy;
 pub mod replication;
 pub mod resource;
+pub mod rw_conformance;
 pub mod schedule;
 pub mod semaphore_conformance;
 pub mod sentinel;
