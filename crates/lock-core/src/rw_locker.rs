@@ -223,8 +223,12 @@ impl<B: ReadWriteBackend> RwLocker<B> {
     ///
     /// [`crate::Error::InvalidName`] before any I/O; the store's errors.
     pub async fn force_unlock(&self, name: &str) -> Result<bool> {
-        let write = self.writes.force_unlock(name).await?;
-        let read = self.reads.force_unlock(name).await?;
-        Ok(write || read)
+        // One side at a time, stopping at the one that held it: deleting a writer's lock wakes
+        // every waiter, and readers getting in at once must not lose their new lock to the read
+        // side's deletion.
+        if self.writes.force_unlock(name).await? {
+            return Ok(true);
+        }
+        self.reads.force_unlock(name).await
     }
 }

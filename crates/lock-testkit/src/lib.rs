@@ -20,7 +20,8 @@
 //!   [`conformance_tests!`] macro that turns them into one test each;
 //!   [`semaphore_conformance`] and [`semaphore_conformance_tests!`] the same for semaphores,
 //!   [`latch_conformance`] and [`latch_conformance_tests!`] for countdown latches,
-//!   [`permit_conformance`] and [`permit_conformance_tests!`] for lease-bound permits.
+//!   [`permit_conformance`] and [`permit_conformance_tests!`] for lease-bound permits,
+//!   [`rw_conformance`] and [`rw_conformance_tests!`] for read-write locks.
 //! - [`FencedResource`]: a protected counter on its own server that refuses stale fencing
 //!   tokens, and [`History`]: a recorder of lock holds whose [`check`](History::check) finds
 //!   overlaps, lost updates and fence rejections, and draws the holds around a violation as an
@@ -47,6 +48,7 @@ pub mod permit_conformance;
 pub mod proxy;
 pub mod replication;
 pub mod resource;
+pub mod rw_conformance;
 pub mod schedule;
 pub mod semaphore_conformance;
 pub mod sentinel;

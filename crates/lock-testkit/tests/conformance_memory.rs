@@ -29,3 +29,15 @@ mod permits {
     use super::*;
     lock_testkit::permit_conformance_tests!(Memory(MemoryBackend::new()));
 }
+
+mod rwlock {
+    use super::*;
+    lock_testkit::rw_conformance_tests!(Memory(MemoryBackend::new()));
+}
+
+/// The write side alone is an exclusive lock: the whole lock suite holds for it.
+mod write_side {
+    use super::*;
+    use lock_testkit::rw_conformance::WriteSide;
+    lock_testkit::conformance_tests!(WriteSide(Memory(MemoryBackend::new())));
+}

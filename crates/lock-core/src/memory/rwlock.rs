@@ -100,11 +100,10 @@ fn after_last_write_hold(tables: &mut Tables, name: &str) -> Wake {
         return Wake::Nobody;
     };
     held.writer = None;
-    if held.readers.is_empty() {
-        tables.rwlocks.remove(name);
-    } else {
-        held.mode = RwMode::Read;
-    }
+    held.mode = RwMode::Read;
+    // The read holds left (a downgrade) keep the lock for their own leases, no longer for the
+    // write lease: a downgraded reader that crashes holds it no longer than its lease.
+    after_last_read_hold(tables, name);
     Wake::All
 }
 
@@ -247,7 +246,11 @@ impl LockBackend for MemoryReadSide {
         else {
             return Ok(ReleaseOutcome::NotHeld);
         };
-        holds.pop();
+        // The hold ending first goes: guards are released in any order, and the holds left
+        // must last as long as the leases their guards count on.
+        if let Some(first) = (0..holds.len()).min_by_key(|&at| holds[at]) {
+            holds.remove(first);
+        }
         if !holds.is_empty() {
             return Ok(ReleaseOutcome::StillHeld {
                 hold_count: count(holds),

@@ -1,0 +1,960 @@
+//! The read-write lock conformance suite: behaviour every [`ReadWriteBackend`] must show through
+//! [`RwLocker`], for any [`Harness`] whose backend implements it, as one test per case with
+//! [`rw_conformance_tests!`](crate::rw_conformance_tests):
+//!
+//! ```
+//! use lock_core::MemoryBackend;
+//! use lock_testkit::conformance::Harness;
+//!
+//! struct Memory(MemoryBackend);
+//!
+//! impl Harness for Memory {
+//!     type Backend = MemoryBackend;
+//!     async fn client(&self) -> MemoryBackend {
+//!         self.0.new_client()
+//!     }
+//! }
+//!
+//! lock_testkit::rw_conformance_tests!(Memory(MemoryBackend::new()));
+//! # fn main() {}
+//! ```
+//!
+//! The write side alone is an exclusive lock, so the plain lock suite runs on it too, through
+//! [`WriteSide`]: `lock_testkit::conformance_tests!(WriteSide(Memory(MemoryBackend::new())))`.
+//! (Not the read side: readers share it, which the lock suite calls a failure.)
+//!
+//! Holders that are not meant to end by themselves hold 20 s leases, so a waiter that is not
+//! woken by a release would wait for the lease: hand-offs are asserted to take well under a
+//! second.
+
+use std::time::Duration;
+
+use lock_core::{
+    Error, LeaseLoss, LockGuard, LockOptions, Owner, ReadWriteBackend, ReleaseOutcome, RwLocker,
+    RwMode, RwState,
+};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep, timeout};
+
+use crate::conformance::{Harness, fresh_name};
+
+/// How long a woken waiter may take to get the lock: well under a second, and far under the
+/// holders' 20 s leases that would let it in without any wake-up.
+const HAND_OFF: Duration = Duration::from_millis(700);
+
+/// The lease of holds that only a release (or a forced one) is meant to end.
+const LONG_LEASE: Duration = Duration::from_secs(20);
+
+/// How long a test waits for something that must happen soon, before calling it a hang.
+const PATIENCE: Duration = Duration::from_secs(5);
+
+/// The [`Harness`] of the write side of a read-write store: its clients are the write sides of
+/// the inner harness's clients, so the plain lock suite runs on the write lock (an exclusive,
+/// reentrant lock like any other).
+///
+/// # Example
+///
+/// ```
+/// use lock_core::MemoryBackend;
+/// use lock_testkit::conformance::Harness;
+/// use lock_testkit::rw_conformance::WriteSide;
+///
+/// struct Memory(MemoryBackend);
+///
+/// impl Harness for Memory {
+///     type Backend = MemoryBackend;
+///     async fn client(&self) -> MemoryBackend {
+///         self.0.new_client()
+///     }
+/// }
+///
+/// lock_testkit::conformance_tests!(WriteSide(Memory(MemoryBackend::new())));
+/// # fn main() {}
+/// ```
+#[derive(Debug)]
+pub struct WriteSide<H>(pub H);
+
+impl<H: Harness> Harness for WriteSide<H>
+where
+    H::Backend: ReadWriteBackend,
+{
+    type Backend = <H::Backend as ReadWriteBackend>::Write;
+
+    async fn client(&self) -> Self::Backend {
+        self.0.client().await.write_side()
+    }
+}
+
+/// A read-write locker over a new client of the store.
+async fn rw_client<H: Harness>(harness: &H) -> RwLocker<H::Backend>
+where
+    H::Backend: ReadWriteBackend,
+{
+    RwLocker::new(harness.client().await)
+}
+
+fn long() -> LockOptions {
+    LockOptions::new().fixed_lease(LONG_LEASE)
+}
+
+/// The readers of `guards` as [`RwState::readers`] lists them: one hold each, sorted.
+fn one_hold_each<B: lock_core::LockBackend>(guards: &[&LockGuard<B>]) -> Vec<(String, u32)> {
+    let mut readers: Vec<(String, u32)> = guards
+        .iter()
+        .map(|guard| (guard.owner_field().to_owned(), 1))
+        .collect();
+    readers.sort();
+    readers
+}
+
+/// Waits for a waiting task that returns when it got the lock, and how long after `since` it
+/// did; fails when that is not a prompt hand-off.
+async fn promptly<T>(task: JoinHandle<(Instant, T)>, since: Instant, what: &str) -> T {
+    let (at, value) = timeout(PATIENCE, task)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not woken"))
+        .expect("task");
+    let hand_off = at.duration_since(since);
+    assert!(hand_off < HAND_OFF, "{what}: took {hand_off:?}");
+    value
+}
+
+/// A task taking the read lock `name` on `locks` (as its own owner), returning when it got it.
+fn spawn_reader<B: ReadWriteBackend>(
+    locks: &RwLocker<B>,
+    name: &str,
+) -> JoinHandle<(Instant, LockGuard<B::Read>)> {
+    let (locks, name) = (locks.clone(), name.to_owned());
+    tokio::spawn(async move {
+        let guard = locks.read_with(&name, &long()).await.expect("read");
+        (Instant::now(), guard)
+    })
+}
+
+/// A task taking the write lock `name` on `locks` (as its own owner), returning when it got it.
+fn spawn_writer<B: ReadWriteBackend>(
+    locks: &RwLocker<B>,
+    name: &str,
+) -> JoinHandle<(Instant, LockGuard<B::Write>)> {
+    let (locks, name) = (locks.clone(), name.to_owned());
+    tokio::spawn(async move {
+        let guard = locks.write_with(&name, &long()).await.expect("write");
+        (Instant::now(), guard)
+    })
+}
+
+async fn assert_free<B: ReadWriteBackend>(locks: &RwLocker<B>, name: &str) {
+    assert_eq!(locks.state(name).await.expect("state"), RwState::default());
+}
+
+/// Readers share the lock: two clients and two owners of one client read at once, `state`
+/// lists them all with their counts, and a writer of a third client is kept out until the last
+/// of them leaves, whose release wakes it at once.
+pub async fn rw_readers_share<H: Harness>(harness: &H)
+where
+    H::Backend: ReadWriteBackend,
+{
+    let a = rw_client(harness).await;
+    let b = rw_client(harness).await;
+    let w = rw_client(harness).await;
+    let name = fresh_name("rw-share");
+    let first = a.read_with(&name, &long()).await.expect("read");
+    let second = b.try_read(&name).await.expect("try_read").expect("shared");
+    let third = a
+        .read_with(&name, &long().owner(Owner::new()).no_wait())
+        .await
+        .expect("another owner of the same client reads too");
+    let state = a.state(&name).await.expect("state");
+    assert_eq!(state.mode, Some(RwMode::Read));
+    assert_eq!(state.readers, one_hold_each(&[&first, &second, &third]));
+    assert_eq!(state.writer, None);
+    assert!(
+        state.ttl.is_some_and(|ttl| ttl > LONG_LEASE / 2),
+        "{state:?}"
+    );
+    assert_eq!(
+        b.reads().state(&name).await.expect("state").holders,
+        state.readers
+    );
+    assert!(w.try_write(&name).await.expect("try_write").is_none());
+    let writer = spawn_writer(&w, &name);
+    sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        first.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        second.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    sleep(Duration::from_millis(200)).await;
+    assert!(!writer.is_finished(), "a reader still holds the lock");
+    let state = w.state(&name).await.expect("state");
+    assert_eq!(state.mode, Some(RwMode::Read));
+    assert_eq!(state.readers, one_hold_each(&[&third]));
+    let last_left = Instant::now();
+    assert_eq!(
+        third.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    let writing = promptly(writer, last_left, "the writer after the last reader").await;
+    let state = a.state(&name).await.expect("state");
+    assert_eq!(state.mode, Some(RwMode::Write));
+    assert_eq!(state.writer, Some((writing.owner_field().to_owned(), 1)));
+    assert!(state.readers.is_empty());
+    assert_eq!(
+        writing.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_free(&a, &name).await;
+}
+
+/// A writer excludes everyone else, readers and writers of other clients and other owners of
+/// its own client; its release lets every waiting reader in at once.
+pub async fn rw_writer_excludes<H: Harness>(harness: &H)
+where
+    H::Backend: ReadWriteBackend,
+{
+    let w = rw_client(harness).await;
+    let other = rw_client(harness).await;
+    let readers = rw_client(harness).await;
+    let name = fresh_name("rw-writer");
+    let writing = w.write_with(&name, &long()).await.expect("write");
+    assert!(other.try_read(&name).await.expect("try_read").is_none());
+    assert!(other.try_write(&name).await.expect("try_write").is_none());
+    let another_owner = LockOptions::new().no_wait().owner(Owner::new());
+    assert!(matches!(
+        w.read_with(&name, &another_owner).await,
+        Err(Error::NotAcquired { .. })
+    ));
+    assert!(matches!(
+        w.write_with(&name, &another_owner).await,
+        Err(Error::NotAcquired { .. })
+    ));
+    let state = other.state(&name).await.expect("state");
+    assert_eq!(state.mode, Some(RwMode::Write));
+    assert_eq!(state.writer, Some((writing.owner_field().to_owned(), 1)));
+    assert!(state.readers.is_empty());
+    assert!(state.ttl.is_some_and(|ttl| ttl > LONG_LEASE / 2));
+    let waiting: Vec<_> = (0..3).map(|_| spawn_reader(&readers, &name)).collect();
+    sleep(Duration::from_millis(300)).await;
+    assert!(waiting.iter().all(|task| !task.is_finished()));
+    let released_at = Instant::now();
+    assert_eq!(
+        writing.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    let mut guards = Vec::new();
+    for task in waiting {
+        guards.push(promptly(task, released_at, "a reader after the writer").await);
+    }
+    let state = other.state(&name).await.expect("state");
+    assert_eq!(state.mode, Some(RwMode::Read));
+    assert_eq!(
+        state.readers,
+        one_hold_each(&guards.iter().collect::<Vec<_>>())
+    );
+    for guard in guards {
+        assert_eq!(
+            guard.release().await.expect("release"),
+            ReleaseOutcome::Released
+        );
+    }
+    assert_free(&w, &name).await;
+}
+
+/// Both sides are reentrant: each hold counts, `state` shows the counts, and releases give
+/// them back one by one down to zero.
+pub async fn rw_reentrant_counts<H: Harness>(harness: &H)
+where
+    H::Backend: ReadWriteBackend,
+{
+    let a = rw_client(harness).await;
+    let b = rw_client(harness).await;
+    let name = fresh_name("rw-reentrant");
+    let reads = [
+        a.read_with(&name, &long()).await.expect("read"),
+        a.read_with(&name, &long()).await.expect("re-enter"),
+        a.try_read(&name).await.expect("try").expect("re-enter"),
+    ];
+    let counts: Vec<u32> = reads.iter().map(LockGuard::hold_count).collect();
+    assert_eq!(counts, [1, 2, 3]);
+    let field = reads[0].owner_field().to_owned();
+    let theirs = b.read_with(&name, &long()).await.expect("read");
+    let mut expected = vec![(field.clone(), 3), (theirs.owner_field().to_owned(), 1)];
+    expected.sort();
+    assert_eq!(a.state(&name).await.expect("state").readers, expected);
+    let [first, second, third] = reads;
+    assert_eq!(
+        third.release().await.expect("release"),
+        ReleaseOutcome::StillHeld { hold_count: 2 }
+    );
+    assert_eq!(
+        second.release().await.expect("release"),
+        ReleaseOutcome::StillHeld { hold_count: 1 }
+    );
+    let mut expected = vec![(field.clone(), 1), (theirs.owner_field().to_owned(), 1)];
+    expected.sort();
+    assert_eq!(a.state(&name).await.expect("state").readers, expected);
+    assert_eq!(
+        first.release().await.expect("release"),
+        ReleaseOutcome::Released,
+        "this owner holds no read hold any more"
+    );
+    assert_eq!(
+        a.state(&name).await.expect("state").readers,
+        one_hold_each(&[&theirs])
+    );
+    assert_eq!(
+        theirs.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_free(&a, &name).await;
+
+    // Nested read holds given back out of order: the hold left keeps the longer lease.
+    let short = Duration::from_millis(300);
+    let outer = a
+        .read_with(&name, &LockOptions::new().fixed_lease(short))
+        .await
+        .expect("read");
+    let inner = a.read_with(&name, &long()).await.expect("re-enter");
+    let theirs = b.read_with(&name, &long()).await.expect("read");
+    assert_eq!(
+        outer.release().await.expect("release"),
+        ReleaseOutcome::StillHeld { hold_count: 1 }
+    );
+    sleep(short + Duration::from_millis(200)).await;
+    assert_eq!(
+        theirs.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert!(
+        b.try_write(&name).await.expect("try").is_none(),
+        "the inner hold's long lease still runs"
+    );
+    assert_eq!(
+        inner.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_free(&a, &name).await;
+
+    let writes = [
+        a.write_with(&name, &long()).await.expect("write"),
+        a.write_with(&name, &long()).await.expect("re-enter"),
+        a.try_write(&name).await.expect("try").expect("re-enter"),
+    ];
+    let counts: Vec<u32> = writes.iter().map(LockGuard::hold_count).collect();
+    assert_eq!(counts, [1, 2, 3]);
+    let state = a.state(&name).await.expect("state");
+    assert_eq!(state.writer, Some((field.clone(), 3)));
+    assert!(b.try_read(&name).await.expect("try").is_none());
+    let [first, second, third] = writes;
+    assert_eq!(
+        third.release().await.expect("release"),
+        ReleaseOutcome::StillHeld { hold_count: 2 }
+    );
+    assert_eq!(
+        second.release().await.expect("release"),
+        ReleaseOutcome::StillHeld { hold_count: 1 }
+    );
+    assert_eq!(
+        a.state(&name).await.expect("state").writer,
+        Some((field, 1))
+    );
+    assert!(b.try_write(&name).await.expect("try").is_none());
+    assert_eq!(
+        first.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_free(&a, &name).await;
+}
+
+/// A downgrade: the writer takes the read lock too, gives back the write lock and keeps
+/// reading. Other readers get in at the write release (the mode goes from write to read);
+/// another writer waits for the downgraded reader as for any reader.
+pub async fn rw_downgrade<H: Harness>(harness: &H)
+where
+    H::Backend: ReadWriteBackend,
+{
+    let a = rw_client(harness).await;
+    let b = rw_client(harness).await;
+    let c = rw_client(harness).await;
+    let name = fresh_name("rw-downgrade");
+    let writing = a.write_with(&name, &long()).await.expect("write");
+    let reading = a
+        .try_read(&name)
+        .await
+        .expect("try_read")
+        .expect("the writer may read");
+    assert_eq!(reading.hold_count(), 1);
+    let field = writing.owner_field().to_owned();
+    let state = a.state(&name).await.expect("state");
+    assert_eq!(state.mode, Some(RwMode::Write), "the write hold lasts");
+    assert_eq!(state.writer, Some((field.clone(), 1)));
+    assert_eq!(state.readers, vec![(field.clone(), 1)]);
+    assert!(b.try_read(&name).await.expect("try_read").is_none());
+    let reader = spawn_reader(&b, &name);
+    assert!(c.try_write(&name).await.expect("try_write").is_none());
+    sleep(Duration::from_millis(200)).await;
+    assert!(
+        !reader.is_finished(),
+        "the write hold keeps other readers out"
+    );
+    let released_at = Instant::now();
+    assert_eq!(
+        writing.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    let theirs = promptly(reader, released_at, "a reader after the downgrade").await;
+    let state = a.state(&name).await.expect("state");
+    assert_eq!(state.mode, Some(RwMode::Read));
+    assert_eq!(state.writer, None);
+    assert_eq!(state.readers, one_hold_each(&[&reading, &theirs]));
+    let writer = spawn_writer(&c, &name);
+    sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        theirs.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    sleep(Duration::from_millis(200)).await;
+    assert!(!writer.is_finished(), "the downgraded reader still reads");
+    assert_eq!(
+        c.state(&name).await.expect("state").readers,
+        vec![(field, 1)]
+    );
+    let released_at = Instant::now();
+    assert_eq!(
+        reading.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    let writing = promptly(
+        writer,
+        released_at,
+        "the writer after the downgraded reader",
+    )
+    .await;
+    assert_eq!(
+        writing.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_free(&a, &name).await;
+}
+
+/// An owner that reads and asks to write is refused with [`Error::UpgradeRefused`] at once
+/// (by the [`RwLocker`], and by the store through the write side's locker alone), and nothing
+/// changes; a read guard dropped just before is not an upgrade: the write waits for its
+/// release and gets the lock.
+pub async fn rw_upgrade_refused<H: Harness>(harness: &H)
+where
+    H::Backend: ReadWriteBackend,
+{
+    let a = rw_client(harness).await;
+    let b = rw_client(harness).await;
+    let name = fresh_name("rw-upgrade");
+    let reading = a.read_with(&name, &long()).await.expect("read");
+    let theirs = b.read_with(&name, &long()).await.expect("read");
+    let before = a.state(&name).await.expect("state");
+    let waits = LockOptions::new().wait(PATIENCE);
+    let started = Instant::now();
+    for attempt in [
+        a.write(&name).await.map(drop),
+        a.try_write(&name).await.map(drop),
+        a.write_with(&name, &waits).await.map(drop),
+        // The store's own refusal: this locker has not seen the read hold.
+        a.writes().lock_with(&name, &waits).await.map(drop),
+    ] {
+        assert!(
+            matches!(&attempt, Err(Error::UpgradeRefused { name: refused }) if *refused == name),
+            "{attempt:?}"
+        );
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(1), "refusals took {took:?}");
+    let after = a.state(&name).await.expect("state");
+    assert_eq!(
+        (before.mode, &before.readers, &before.writer),
+        (after.mode, &after.readers, &after.writer),
+        "a refusal changes nothing"
+    );
+    assert_eq!(
+        reading.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        theirs.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    // Several rounds: the dropped guard's release runs in the background, and must never be
+    // mistaken for a read still held.
+    for _ in 0..20 {
+        let reading = a.read(&name).await.expect("read");
+        drop(reading);
+        let writing = timeout(PATIENCE, a.write(&name))
+            .await
+            .expect("not waiting for itself")
+            .expect("a dropped read guard is no upgrade");
+        assert_eq!(
+            writing.release().await.expect("release"),
+            ReleaseOutcome::Released
+        );
+    }
+    assert_free(&a, &name).await;
+}
+
+/// A crashed reader (never released nor renewed) does not keep the lock: alone it holds it
+/// for its lease and no longer; among other readers, the lock is free once they have all left
+/// (its expired hold is no reason to keep it), while a crashed reader's live lease still counts.
+pub async fn rw_crashed_reader_does_not_keep_lock<H: Harness>(harness: &H)
+where
+    H::Backend: ReadWriteBackend,
+{
+    let a = rw_client(harness).await;
+    let b = rw_client(harness).await;
+    let w = rw_client(harness).await;
+    let lease = Duration::from_millis(400);
+    let crash = |locks: &RwLocker<H::Backend>, name: String| {
+        let locks = locks.clone();
+        async move {
+            let options = LockOptions::new()
+                .fixed_lease(lease)
+                .owner(Owner::new())
+                .no_wait();
+            let guard = locks.read_with(&name, &options).await.expect("read");
+            std::mem::forget(guard);
+            Instant::now()
+        }
+    };
+    let bound = LockOptions::new().wait(PATIENCE);
+
+    // Alone: the writer gets in when the crashed reader's lease ends.
+    let name = fresh_name("rw-crash-alone");
+    let crashed_at = crash(&a, name.clone()).await;
+    assert!(w.try_write(&name).await.expect("try").is_none());
+    let writing = w.write_with(&name, &bound).await.expect("write");
+    let waited = crashed_at.elapsed();
+    assert!(
+        waited >= lease - Duration::from_millis(100),
+        "in before the lease ended: {waited:?}"
+    );
+    assert!(waited < lease + HAND_OFF, "took {waited:?}");
+    assert!(writing.release().await.expect("release").was_held());
+
+    // Among readers that leave after its lease: free as soon as the last of them leaves.
+    let name = fresh_name("rw-crash-among");
+    let first = a.read_with(&name, &long()).await.expect("read");
+    crash(&a, name.clone()).await;
+    let second = b.read_with(&name, &long()).await.expect("read");
+    sleep(lease + Duration::from_millis(200)).await;
+    assert!(w.try_write(&name).await.expect("try").is_none());
+    let writer = spawn_writer(&w, &name);
+    sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        first.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    sleep(Duration::from_millis(200)).await;
+    assert!(!writer.is_finished(), "a reader still holds the lock");
+    let last_left = Instant::now();
+    assert_eq!(
+        second.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    let writing = promptly(writer, last_left, "the writer after the last live reader").await;
+    let state = w.state(&name).await.expect("state");
+    assert_eq!(state.mode, Some(RwMode::Write));
+    assert!(state.readers.is_empty(), "{state:?}");
+    assert!(writing.release().await.expect("release").was_held());
+
+    // Among readers that leave before its lease ends: its lease still counts, and no longer.
+    let name = fresh_name("rw-crash-outlives");
+    let other = b.read_with(&name, &long()).await.expect("read");
+    let crashed_at = crash(&a, name.clone()).await;
+    assert_eq!(
+        other.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    let writing = w.write_with(&name, &bound).await.expect("write");
+    let waited = crashed_at.elapsed();
+    assert!(
+        waited >= lease - Duration::from_millis(100),
+        "in before the crashed reader's lease ended: {waited:?}"
+    );
+    assert!(waited < lease + HAND_OFF, "took {waited:?}");
+    assert!(writing.release().await.expect("release").was_held());
+    assert_free(&w, &name).await;
+
+    // A downgraded reader that crashes: the write lease it had no longer keeps the lock.
+    let name = fresh_name("rw-crash-downgraded");
+    let owner = Owner::new();
+    let writing = a
+        .write_with(&name, &long().owner(owner))
+        .await
+        .expect("write");
+    let reading = a
+        .read_with(&name, &LockOptions::new().fixed_lease(lease).owner(owner))
+        .await
+        .expect("downgrade");
+    let crashed_at = Instant::now();
+    std::mem::forget(reading);
+    assert_eq!(
+        writing.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    let writing = w.write_with(&name, &bound).await.expect("write");
+    let waited = crashed_at.elapsed();
+    assert!(
+        waited >= lease - Duration::from_millis(100),
+        "in before the downgraded reader's lease ended: {waited:?}"
+    );
+    assert!(waited < lease + HAND_OFF, "took {waited:?}");
+    assert!(writing.release().await.expect("release").was_held());
+    assert_free(&w, &name).await;
+}
+
+/// The watchdog renews read holds past their lease (each reader's own hold, not only the
+/// lock's expiry: one reader leaving does not end the other's), and write holds likewise.
+pub async fn rw_watchdog_renews_both_sides<H: Harness>(harness: &H)
+where
+    H::Backend: ReadWriteBackend,
+{
+    let a = rw_client(harness).await;
+    let b = rw_client(harness).await;
+    let w = rw_client(harness).await;
+    let lease = Duration::from_millis(600);
+    let renewed = LockOptions::new().watchdog_lease(lease);
+    let name = fresh_name("rw-watchdog");
+    let first = a.read_with(&name, &renewed).await.expect("read");
+    let second = b.read_with(&name, &renewed).await.expect("read");
+    assert!(first.is_watchdog());
+    let first_deadline = first.valid_until();
+    for _ in 0..4 {
+        sleep(Duration::from_millis(500)).await;
+        assert!(w.try_write(&name).await.expect("try").is_none(), "read");
+    }
+    assert!(!first.is_lost() && !second.is_lost());
+    assert!(first.valid_until() > first_deadline, "renewed");
+    assert_eq!(
+        second.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    sleep(lease).await;
+    assert!(
+        w.try_write(&name).await.expect("try").is_none(),
+        "the remaining reader's own hold was renewed"
+    );
+    assert_eq!(
+        first.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_free(&a, &name).await;
+
+    let writing = a.write_with(&name, &renewed).await.expect("write");
+    let first_deadline = writing.valid_until();
+    for _ in 0..4 {
+        sleep(Duration::from_millis(500)).await;
+        assert!(b.try_read(&name).await.expect("try").is_none(), "written");
+        assert!(b.try_write(&name).await.expect("try").is_none(), "written");
+    }
+    assert!(!writing.is_lost());
+    assert!(writing.valid_until() > first_deadline, "renewed");
+    assert_eq!(
+        writing.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    sleep(lease * 2).await;
+    assert_free(&a, &name).await;
+}
+
+/// `force_unlock` deletes the lock whichever side holds it: its holders find out at their next
+/// renewal, and its waiters wake (all of them after a writer).
+pub async fn rw_force_unlock_either_side<H: Harness>(harness: &H)
+where
+    H::Backend: ReadWriteBackend,
+{
+    let a = rw_client(harness).await;
+    let b = rw_client(harness).await;
+    let w = rw_client(harness).await;
+    const ROUNDS: usize = 10;
+    let admin = rw_client(harness).await;
+    // Renewed often enough for the loss to show within a second or two, yet long enough that
+    // the waiters' own re-check at the end of the holder's lease comes far later than a wake-up.
+    let renewed = LockOptions::new().watchdog_lease(Duration::from_secs(3));
+    let name = fresh_name("rw-force");
+    assert!(!admin.force_unlock(&name).await.expect("force"), "free");
+
+    let first = a.read_with(&name, &renewed).await.expect("read");
+    let second = b.read_with(&name, &renewed).await.expect("read");
+    let writer = spawn_writer(&w, &name);
+    sleep(Duration::from_millis(200)).await;
+    let forced_at = Instant::now();
+    assert!(admin.force_unlock(&name).await.expect("force"), "read");
+    let writing = promptly(writer, forced_at, "a writer after a forced unlock").await;
+    for reading in [&first, &second] {
+        let loss = timeout(PATIENCE, reading.lost())
+            .await
+            .expect("a reader sees the loss at its next renewal");
+        assert_eq!(loss, LeaseLoss::NotOurs);
+    }
+    for reading in [first, second] {
+        assert_eq!(
+            reading.release().await.expect("release"),
+            ReleaseOutcome::NotHeld
+        );
+    }
+    assert!(writing.release().await.expect("release").was_held());
+
+    // Several rounds: the readers woken by the forced unlock of a writer may get in at once,
+    // and their new lock must not be deleted as well.
+    for round in 0..ROUNDS {
+        let writing = a.write_with(&name, &renewed).await.expect("write");
+        let waiting: Vec<_> = (0..3).map(|_| spawn_reader(&b, &name)).collect();
+        sleep(Duration::from_millis(100)).await;
+        let forced_at = Instant::now();
+        assert!(admin.force_unlock(&name).await.expect("force"), "written");
+        let mut readers = Vec::new();
+        for task in waiting {
+            readers.push(promptly(task, forced_at, "a reader after a forced unlock").await);
+        }
+        if round == 0 {
+            let loss = timeout(PATIENCE, writing.lost())
+                .await
+                .expect("the writer sees the loss at its next renewal");
+            assert_eq!(loss, LeaseLoss::NotOurs);
+        }
+        assert_eq!(
+            writing.release().await.expect("release"),
+            ReleaseOutcome::NotHeld
+        );
+        for reading in readers {
+            assert_eq!(
+                reading.release().await.expect("release"),
+                ReleaseOutcome::Released,
+                "a reader let in by the forced unlock keeps its hold"
+            );
+        }
+    }
+    assert!(!admin.force_unlock(&name).await.expect("force"), "free");
+    assert_free(&a, &name).await;
+}
+
+/// Fencing tokens come from one counter per name for both sides: every grant, read or write,
+/// re-entry or downgrade, gets a greater token than every grant before it.
+pub async fn rw_fencing_tokens_increase<H: Harness>(harness: &H)
+where
+    H::Backend: ReadWriteBackend,
+{
+    let a = rw_client(harness).await;
+    let b = rw_client(harness).await;
+    let name = fresh_name("rw-fencing");
+    let fenced = LockOptions::new().fenced().fixed_lease(LONG_LEASE);
+    let mut tokens = Vec::new();
+    let first = a.read_with(&name, &fenced).await.expect("read");
+    let second = b.read_with(&name, &fenced).await.expect("read");
+    let again = a.read_with(&name, &fenced).await.expect("re-enter");
+    tokens.extend([
+        first.fencing_token(),
+        second.fencing_token(),
+        again.fencing_token(),
+    ]);
+    for guard in [first, second, again] {
+        assert!(guard.release().await.expect("release").was_held());
+    }
+    let writing = a.write_with(&name, &fenced).await.expect("write");
+    let downgrade = a.read_with(&name, &fenced).await.expect("downgrade");
+    tokens.extend([writing.fencing_token(), downgrade.fencing_token()]);
+    assert!(writing.release().await.expect("release").was_held());
+    assert!(downgrade.release().await.expect("release").was_held());
+    for (locks, read) in [(&b, false), (&b, true), (&a, false)] {
+        if read {
+            let guard = locks.read_with(&name, &fenced).await.expect("read");
+            tokens.push(guard.fencing_token());
+            assert!(guard.release().await.expect("release").was_held());
+        } else {
+            let guard = locks.write_with(&name, &fenced).await.expect("write");
+            tokens.push(guard.fencing_token());
+            assert!(guard.release().await.expect("release").was_held());
+        }
+    }
+    assert!(
+        tokens.windows(2).all(|pair| pair[0] < pair[1]),
+        "tokens must grow: {tokens:?}"
+    );
+    // Plain grants of the same name still work alongside the counter.
+    let plain = a.read(&name).await.expect("read");
+    assert!(plain.release().await.expect("release").was_held());
+    assert_free(&a, &name).await;
+}
+
+/// Bad names and options get a typed error on both sides and on `state`, before anything else
+/// (an invalid option is reported as such even by an owner that reads), and nothing is held.
+pub async fn rw_bad_input_is_rejected<H: Harness>(harness: &H)
+where
+    H::Backend: ReadWriteBackend,
+{
+    let locks = rw_client(harness).await;
+    let too_long = "x".repeat(lock_core::options::MAX_NAME_LEN + 1);
+    let fine = LockOptions::new();
+    for bad in ["", too_long.as_str()] {
+        for result in [
+            locks.read(bad).await.map(drop),
+            locks.try_read(bad).await.map(drop),
+            locks.read_with(bad, &fine).await.map(drop),
+            locks.write(bad).await.map(drop),
+            locks.try_write(bad).await.map(drop),
+            locks.write_with(bad, &fine).await.map(drop),
+            locks.state(bad).await.map(drop),
+            locks.force_unlock(bad).await.map(drop),
+        ] {
+            assert!(
+                matches!(result, Err(Error::InvalidName { .. })),
+                "{bad:?} gave {result:?}"
+            );
+        }
+    }
+    let name = fresh_name("rw-bad-input");
+    let bad_options = [
+        LockOptions::new().fixed_lease(Duration::ZERO),
+        LockOptions::new().fixed_lease(Duration::from_millis(1)),
+        LockOptions::new().watchdog_lease(Duration::from_secs(400 * 24 * 3600)),
+        LockOptions::new().wait(Duration::ZERO),
+        LockOptions::new().wait(Duration::MAX),
+    ];
+    for options in &bad_options {
+        for result in [
+            locks.read_with(&name, options).await.map(drop),
+            locks.write_with(&name, options).await.map(drop),
+        ] {
+            assert!(
+                matches!(result, Err(Error::InvalidOptions { .. })),
+                "{options:?} gave {result:?}"
+            );
+        }
+    }
+    assert_free(&locks, &name).await;
+    let reading = locks.read(&name).await.expect("read");
+    for options in &bad_options {
+        let result = locks.write_with(&name, options).await;
+        assert!(
+            matches!(result, Err(Error::InvalidOptions { .. })),
+            "{options:?} gave {result:?}"
+        );
+    }
+    assert_eq!(
+        reading.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_free(&locks, &name).await;
+}
+
+/// A write or read wait dropped midway leaves nothing behind: no hold, no swallowed wake-up
+/// (another waiter still gets in at the release), and the lock stays usable for the client.
+pub async fn rw_cancelled_wait_leaves_nothing<H: Harness>(harness: &H)
+where
+    H::Backend: ReadWriteBackend,
+{
+    let a = rw_client(harness).await;
+    let b = rw_client(harness).await;
+    let c = rw_client(harness).await;
+    let name = fresh_name("rw-cancel-write");
+    let reading = a.read_with(&name, &long()).await.expect("read");
+    let cancelled = timeout(Duration::from_millis(300), b.write(&name)).await;
+    assert!(cancelled.is_err(), "a reader holds: write() was waiting");
+    let writer = spawn_writer(&c, &name);
+    sleep(Duration::from_millis(200)).await;
+    let released_at = Instant::now();
+    assert_eq!(
+        reading.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    let writing = promptly(writer, released_at, "the other writer").await;
+    let state = a.state(&name).await.expect("state");
+    assert_eq!(state.writer, Some((writing.owner_field().to_owned(), 1)));
+    assert!(state.readers.is_empty(), "{state:?}");
+    assert!(writing.release().await.expect("release").was_held());
+    assert_free(&a, &name).await;
+    let again = timeout(Duration::from_secs(2), b.write(&name))
+        .await
+        .expect("a free lock is taken at once")
+        .expect("write");
+    assert!(again.release().await.expect("release").was_held());
+
+    let name = fresh_name("rw-cancel-read");
+    let writing = a.write_with(&name, &long()).await.expect("write");
+    let cancelled = timeout(Duration::from_millis(300), b.read(&name)).await;
+    assert!(cancelled.is_err(), "a writer holds: read() was waiting");
+    let reader = spawn_reader(&c, &name);
+    sleep(Duration::from_millis(200)).await;
+    let released_at = Instant::now();
+    assert_eq!(
+        writing.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    let reading = promptly(reader, released_at, "the other reader").await;
+    let state = a.state(&name).await.expect("state");
+    assert_eq!(state.readers, one_hold_each(&[&reading]));
+    assert!(reading.release().await.expect("release").was_held());
+    assert_free(&a, &name).await;
+    let again = timeout(Duration::from_secs(2), b.read(&name))
+        .await
+        .expect("a free lock is taken at once")
+        .expect("read");
+    assert!(again.release().await.expect("release").was_held());
+    assert_free(&a, &name).await;
+}
+
+/// Generates one `#[test]` per read-write lock conformance case for a harness expression whose
+/// backend implements [`ReadWriteBackend`], as [`conformance_tests!`](crate::conformance_tests)
+/// does for locks (`@sequence` included).
+///
+/// ```no_run
+/// # use lock_core::MemoryBackend;
+/// # use lock_testkit::conformance::Harness;
+/// # struct Memory(MemoryBackend);
+/// # impl Harness for Memory {
+/// #     type Backend = MemoryBackend;
+/// #     async fn client(&self) -> MemoryBackend { self.0.new_client() }
+/// # }
+/// let harness = Memory(MemoryBackend::new());
+/// lock_testkit::conformance::run(lock_testkit::rw_conformance_tests!(@sequence &harness));
+/// ```
+#[macro_export]
+macro_rules! rw_conformance_tests {
+    (@sequence $harness:expr) => {
+        $crate::rw_conformance_tests! { @every run $harness }
+    };
+    ($harness:expr) => {
+        $crate::rw_conformance_tests! { @every cases $harness }
+    };
+    (@every $mode:ident $harness:expr) => {
+        $crate::rw_conformance_tests! { @$mode $harness;
+            rw_readers_share,
+            rw_writer_excludes,
+            rw_reentrant_counts,
+            rw_downgrade,
+            rw_upgrade_refused,
+            rw_crashed_reader_does_not_keep_lock,
+            rw_watchdog_renews_both_sides,
+            rw_force_unlock_either_side,
+            rw_fencing_tokens_increase,
+            rw_bad_input_is_rejected,
+            rw_cancelled_wait_leaves_nothing,
+        }
+    };
+    (@run $harness:expr; $($case:ident),* $(,)?) => {
+        async {
+            let harness = $harness;
+            $($crate::rw_conformance::$case(harness).await;)*
+        }
+    };
+    (@cases $harness:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::conformance::run(async {
+                    let harness = $harness;
+                    $crate::rw_conformance::$case(&harness).await;
+                });
+            }
+        )*
+    };
+}
