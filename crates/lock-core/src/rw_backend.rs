@@ -70,9 +70,11 @@ impl RwState {
 ///   (by any owner fields), or when it is held in write mode by this same owner field (a
 ///   writer may also read: a *downgrade*, which keeps the lock in write mode while the write
 ///   hold lasts). Otherwise it answers `Held`. Hold counts count each owner field's read holds.
-///   `release` gives back one read hold; [`ReleaseOutcome::Released`](crate::ReleaseOutcome)
-///   means this owner field holds no read hold any more (other readers may still hold the
-///   lock). A reader that stops renewing (a crashed holder) does not keep the lock: alone, its
+///   Each read hold has a lease of its own. `release` gives back the owner field's read hold
+///   whose lease ends first (never one a longer-leased guard counts on), and the lock then
+///   lasts as long as the longest read hold left (its `lease` argument is not used);
+///   [`ReleaseOutcome::Released`](crate::ReleaseOutcome) means this owner field holds no read
+///   hold any more (other readers may still hold the lock). A reader that stops renewing (a crashed holder) does not keep the lock: alone, its
 ///   hold ends with its lease; among other readers, the lock is free once they have all given
 ///   theirs back.
 /// - **Write side.** `try_acquire` grants when the lock is free, or when this owner field
@@ -80,7 +82,8 @@ impl RwState {
 ///   [`Error::UpgradeRefused`](crate::Error::UpgradeRefused), at once and changing nothing,
 ///   when this owner field holds read holds and no write hold: waiting would wait for itself.
 ///   Otherwise `Held`. `release` of the last write hold frees the lock, or, when the same owner
-///   field still holds read holds, leaves it in read mode (and wakes waiting readers).
+///   field still holds read holds, leaves it in read mode for as long as they last (and wakes
+///   waiting readers).
 /// - **Notifications.** Both sides' `watch_releases` hear every change that may let a waiter
 ///   of either side in: a writer leaving wakes every waiter (readers can all enter), the last
 ///   reader leaving wakes one.

@@ -464,6 +464,7 @@ async fn tour_with<F: Fencing>(
         lease: TOUR_LEASE,
         fencing: F::WANTED,
         known_holds: 0,
+        waits: false,
     };
     step!("abandon", backend.try_acquire(request).await);
     step!("abandon", backend.abandon(name, &owner, 0).await);

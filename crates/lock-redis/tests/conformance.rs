@@ -99,3 +99,8 @@ mod permits_pubsub {
     use super::*;
     lock_testkit::permit_conformance_tests!(start(NotificationMode::PubSub));
 }
+
+mod rwlock_pubsub {
+    use super::*;
+    lock_testkit::rw_conformance_tests!(start(NotificationMode::PubSub));
+}

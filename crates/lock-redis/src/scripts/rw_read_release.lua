@@ -6,7 +6,7 @@
 -- channel, ARGV[4] how to announce ('p' PUBLISH, 's' SPUBLISH, 'b' both), ARGV[5] request id
 -- Returns {request id, -1} when the owner holds no read hold (nothing changed), else
 -- {request id, the owner's read holds left}. As Redisson's read unlock: each hold given back
--- deletes its timeout key; once the owner has none left and other fields remain, the lock
+-- deletes a timeout key (the one ending first, where Redisson deletes the last numbered); once the owner has none left and other fields remain, the lock
 -- lives on as long as the longest read hold still alive, and goes (announced with 0, waking
 -- one waiter) when none is, unless its writer still holds it.
 
@@ -32,9 +32,22 @@ if ARGV[2] ~= '' then
         return {ARGV[5], held}
     end
 end
+-- Give back the holds whose leases end first (an expired one first of all), never one a live
+-- guard with a longer lease counts on; the last number takes a freed one, so the keys stay
+-- numbered 1..count as Redisson expects.
 local prefix = timeout_prefix(ARGV[1])
-for k = held, keep + 1, -1 do
-    redis.call('del', prefix .. ':' .. k)
+for n = held, keep + 1, -1 do
+    local first, shortest = n, nil
+    for k = 1, n do
+        local left = redis.call('pttl', prefix .. ':' .. k)
+        if shortest == nil or left < shortest then
+            first, shortest = k, left
+        end
+    end
+    redis.call('del', prefix .. ':' .. first)
+    if first ~= n and redis.call('exists', prefix .. ':' .. n) == 1 then
+        redis.call('rename', prefix .. ':' .. n, prefix .. ':' .. first)
+    end
 end
 if keep > 0 then
     redis.call('hset', KEYS[1], ARGV[1], keep)

@@ -10,6 +10,13 @@
 -- read mode when the owner also reads (a downgrade); either way announced with 1, which wakes
 -- every waiter (Redisson announces only the first: its readers waiting on a downgraded lock
 -- wake on their timers).
+local function timeout_prefix(field)
+    if string.find(KEYS[1], '{', 1, true) then
+        return KEYS[1] .. ':' .. field .. ':rwlock_timeout'
+    end
+    return '{' .. KEYS[1] .. '}:' .. field .. ':rwlock_timeout'
+end
+
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' then
     return {ARGV[6], -1}
 end
@@ -32,10 +39,25 @@ if keep > 0 then
     return {ARGV[6], keep}
 end
 redis.call('hdel', KEYS[1], ARGV[1])
-if redis.call('hlen', KEYS[1]) == 1 then
-    redis.call('del', KEYS[1])
-else
+-- Read holds left (a downgrade): the lock lives on in read mode as long as the longest of them,
+-- not the write lease (where Redisson keeps the write lease); none alive: it goes.
+local longest = -3
+if redis.call('hlen', KEYS[1]) > 1 then
+    for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+        local count = tonumber(redis.call('hget', KEYS[1], field))
+        if count then
+            local each = timeout_prefix(field)
+            for k = count, 1, -1 do
+                longest = math.max(longest, redis.call('pttl', each .. ':' .. k))
+            end
+        end
+    end
+end
+if longest > 0 then
     redis.call('hset', KEYS[1], 'mode', 'read')
+    redis.call('pexpire', KEYS[1], longest)
+else
+    redis.call('del', KEYS[1])
 end
 if ARGV[5] ~= 's' then
     redis.pcall('publish', ARGV[4], '1')
