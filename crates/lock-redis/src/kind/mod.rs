@@ -2,9 +2,10 @@
 //! reentrant lock ([`reentrant`]) and the fast lock ([`fast`]), both through the calls layer.
 //! [`scripted`] holds the operations both kinds run the same way with their own scripts,
 //! [`replicated`] what both do with the replicas' acknowledgement of a write. [`semaphore`] is
-//! the counting semaphore, [`permits`] its lease-bound permits, [`rwlock`] the read-write lock
-//! and [`latch`] the countdown latch, on the same calls.
+//! the counting semaphore, [`permits`] its lease-bound permits, [`rwlock`] the read-write
+//! lock, [`fair`] the fair lock and [`latch`] the countdown latch, on the same calls.
 
+pub(crate) mod fair;
 pub(crate) mod fast;
 pub(crate) mod latch;
 pub(crate) mod permits;

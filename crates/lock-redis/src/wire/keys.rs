@@ -9,6 +9,11 @@ pub const TOKEN_PREFIX: &str = "redisson_lock_token";
 /// The message published on the release channel when a lock becomes free (Redisson's
 /// `UNLOCK_MESSAGE`).
 pub const UNLOCK_MESSAGE: &str = "0";
+/// Prefix of a fair lock's queue of waiting owner fields (Redisson's `RedissonFairLock`
+/// `threadsQueueName`).
+pub const FAIR_QUEUE_PREFIX: &str = "redisson_lock_queue";
+/// Prefix of a fair lock's sorted set of queue deadlines (Redisson's `timeoutSetName`).
+pub const FAIR_TIMEOUT_PREFIX: &str = "redisson_lock_timeout";
 /// Prefix of a read-write lock's channel, shared by both sides (Redisson's
 /// `RedissonReadLock#getChannelName` and `RedissonWriteLock#getChannelName`).
 pub const RWLOCK_CHANNEL_PREFIX: &str = "redisson_rwlock";
@@ -45,6 +50,25 @@ pub fn channel(name: &str) -> String {
 #[must_use]
 pub fn semaphore_channel(name: &str) -> String {
     derived(SEMAPHORE_CHANNEL_PREFIX, name)
+}
+
+/// The queue of a fair lock: `redisson_lock_queue:{name}`.
+#[must_use]
+pub fn fair_queue(name: &str) -> String {
+    derived(FAIR_QUEUE_PREFIX, name)
+}
+
+/// The queue deadlines of a fair lock: `redisson_lock_timeout:{name}`.
+#[must_use]
+pub fn fair_timeouts(name: &str) -> String {
+    derived(FAIR_TIMEOUT_PREFIX, name)
+}
+
+/// The channel on which a fair lock tells the waiter `owner_field` that its turn came:
+/// `redisson_lock__channel:{name}:<owner field>` (Redisson's per-thread channel).
+#[must_use]
+pub fn fair_waiter_channel(name: &str, owner_field: &str) -> String {
+    format!("{}:{owner_field}", channel(name))
 }
 
 /// The channel of a read-write lock: `redisson_rwlock:{name}`.
@@ -152,6 +176,12 @@ mod tests {
         assert_eq!(semaphore_channel("pool"), "redisson_sc:{pool}");
         assert_eq!(rw_channel("doc"), "redisson_rwlock:{doc}");
         assert_eq!(permits_key("gpu"), "{gpu}:timeout");
+        assert_eq!(fair_queue("q"), "redisson_lock_queue:{q}");
+        assert_eq!(fair_timeouts("q"), "redisson_lock_timeout:{q}");
+        assert_eq!(
+            fair_waiter_channel("q", "u:1"),
+            "redisson_lock__channel:{q}:u:1"
+        );
         assert_eq!(permits_key("{t}:gpu"), "{t}:gpu:timeout");
         assert_eq!(
             latch_channel("ready"),
@@ -187,6 +217,13 @@ mod tests {
             assert_eq!(slot(name), slot(&semaphore_channel(name)), "{name}");
             assert_eq!(slot(name), slot(&rw_channel(name)), "{name}");
             assert_eq!(slot(name), slot(&permits_key(name)), "{name}");
+            assert_eq!(slot(name), slot(&fair_queue(name)), "{name}");
+            assert_eq!(slot(name), slot(&fair_timeouts(name)), "{name}");
+            assert_eq!(
+                slot(name),
+                slot(&fair_waiter_channel(name, "u:1")),
+                "{name}"
+            );
             if !name.contains('{') {
                 assert_eq!(slot(name), slot(&latch_channel(name)), "{name}");
             }

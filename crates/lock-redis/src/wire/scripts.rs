@@ -64,6 +64,24 @@ pub(crate) static RW_WRITE_ABANDON: LazyLock<LockScript> =
 pub(crate) static RW_FORCE_RELEASE: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/rw_force_release.lua")));
 
+// The fair lock (Redisson's `RFairLock`: the lock hash as `RLock`'s, a queue of waiting owner
+// fields and their deadlines). Renewed and read with the reentrant lock's scripts. Not
+// preloaded.
+
+pub(crate) static FAIR_ACQUIRE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/fair_acquire.lua")));
+pub(crate) static FAIR_RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/fair_release.lua")));
+/// The release script lowering to a count, sent whole (see [`ABANDON`]).
+pub(crate) static FAIR_ABANDON: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::sent_whole(include_str!("../scripts/fair_release.lua")));
+pub(crate) static FAIR_LEAVE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/fair_leave.lua")));
+pub(crate) static FAIR_FORCE_RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/fair_force_release.lua")));
+pub(crate) static FAIR_STATE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/fair_state.lua")));
+
 // Lease-bound permits (Redisson's `RPermitExpirableSemaphore`: the semaphore's count and the
 // sorted set of permits out, scored by the end of their leases). Not preloaded.
 
