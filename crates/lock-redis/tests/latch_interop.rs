@@ -492,3 +492,45 @@ fn hash_tagged_names_follow_redisson() {
         assert_eq!(ours.count().await.expect("count"), 0);
     });
 }
+
+/// `count_down`, `count` and `delete` refuse a name that holds a lock (a hash) with
+/// `WrongType`, and the lock is left as it was; `try_set_count` answers `false` (the key
+/// exists).
+#[test]
+fn latch_calls_leave_a_lock_alone() {
+    use lock_core::{Error, ReleaseOutcome};
+
+    run(async {
+        let name = fresh_name("interop-latch-lock");
+        let server = shared_server();
+        let locker = Locker::new(
+            RedisBackend::connect(server.url())
+                .await
+                .expect("connect to the test server"),
+        );
+        let guard = locker.lock(&name).await.expect("lock");
+        let latch = locker.latch(&name).expect("a valid name");
+        let refused = latch.count_down().await;
+        assert!(matches!(refused, Err(Error::WrongType(_))), "{refused:?}");
+        let refused = latch.count().await;
+        assert!(matches!(refused, Err(Error::WrongType(_))), "{refused:?}");
+        let refused = latch.delete().await;
+        assert!(matches!(refused, Err(Error::WrongType(_))), "{refused:?}");
+        assert!(
+            !latch.try_set_count(2).await.expect("set"),
+            "the key exists"
+        );
+        let mut con = server.connection().await;
+        let kind: String = redis::cmd("TYPE")
+            .arg(&name)
+            .query_async(&mut con)
+            .await
+            .expect("TYPE");
+        assert_eq!(kind, "hash", "the lock is still a hash");
+        assert!(!guard.is_lost());
+        assert_eq!(
+            guard.release().await.expect("release"),
+            ReleaseOutcome::Released
+        );
+    });
+}
