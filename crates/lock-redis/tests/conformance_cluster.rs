@@ -1,6 +1,6 @@
 //! The conformance suite on a Redis Cluster (3 primaries × 1 replica), for both lock kinds,
-//! with pub/sub notifications and with polling; and the semaphore suite, with plain and sharded
-//! pub/sub.
+//! with pub/sub notifications and with polling; and the semaphore and countdown latch suites,
+//! with plain and sharded pub/sub.
 //!
 //! One cluster (6 processes) serves every case of this file: cases use fresh lock names, and
 //! the cluster is started by the first case and stopped when the last one running lets go.
@@ -121,6 +121,32 @@ mod semaphore_sharded_only {
 mod semaphore_plain_only {
     use super::*;
     lock_testkit::semaphore_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::Off
+    ));
+}
+
+// The countdown latch on the same cluster: its count lives in the name's slot, and so does its
+// channel for a name without a hash tag (the suite's names); waiters listen with plain and with
+// sharded pub/sub.
+mod latch_pubsub {
+    use super::*;
+    lock_testkit::latch_conformance_tests!(start(NotificationMode::PubSub, LockKind::Reentrant));
+}
+
+mod latch_sharded_only {
+    use super::*;
+    lock_testkit::latch_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::On
+    ));
+}
+
+mod latch_plain_only {
+    use super::*;
+    lock_testkit::latch_conformance_tests!(start_sharded(
         NotificationMode::PubSub,
         LockKind::Reentrant,
         ShardedPubSub::Off
@@ -400,6 +426,231 @@ fn semaphores_shared_with_redisson() {
             );
             assert_eq!(count, "3", "announced with {announce:?}");
             assert!(releasing.delete().await.expect("clean up"));
+        }
+    });
+}
+
+/// Redisson's `RedissonCountDownLatch.countDownAsync` script, verbatim: KEYS = [name, channel],
+/// ARGV = [ZERO_COUNT_MESSAGE (0), publish command] (`SPUBLISH` where Redisson uses sharded
+/// pub/sub, `PUBLISH` otherwise). tests/latch_interop.rs checks the rest of Redisson's latch on
+/// one server.
+const REDISSON_COUNT_DOWN: &str = concat!(
+    "local v = redis.call('decr', KEYS[1]);",
+    "if v <= 0 then redis.call('del', KEYS[1]) end;",
+    "if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end;",
+);
+
+/// `RedissonCountDownLatch.getChannelName`, written out here, not taken from distlock, so the
+/// tests check distlock's own derivation: braces around the whole name, whatever it is.
+fn redisson_latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
+}
+
+/// How long a latch waiter may take to go on after an announced opening: well under its
+/// one-second re-check.
+const LATCH_WAKE_UP: std::time::Duration = std::time::Duration::from_millis(700);
+
+/// How long a latch waiter may take to go on after an opening it cannot hear: its re-check
+/// comes at most a second after its last look, plus a margin for a loaded machine.
+const LATCH_BACKSTOP: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// A countdown latch on the shared cluster, its client set to `sharded`.
+async fn cluster_latch(
+    cluster: &RedisCluster,
+    sharded: ShardedPubSub,
+    name: &str,
+) -> lock_core::CountDownLatch<RedisBackend> {
+    let backend = RedisBackend::cluster_builder(cluster.urls())
+        .sharded_pubsub(sharded)
+        .connect()
+        .await
+        .expect("connect");
+    lock_core::Locker::new(backend)
+        .latch(name)
+        .expect("a valid name")
+}
+
+/// A plain connection to the primary serving `key`'s slot, as Redisson's would be.
+fn owner_of(cluster: &RedisCluster, key: &str) -> redis::Connection {
+    let node = cluster
+        .primary_of_slot(lock_redis::keys::slot(key))
+        .expect("owner");
+    cluster
+        .node(node)
+        .client()
+        .get_connection()
+        .expect("connect")
+}
+
+/// Latches shared with Redisson on a cluster, both ways: a Redisson countDown reaching zero
+/// (announced with `SPUBLISH` or `PUBLISH`) lets a distlock waiter listening to that kind go on
+/// at once, and a distlock count_down reaching zero reaches a Redisson client subscribed
+/// (`SSUBSCRIBE` or `SUBSCRIBE`) to the kind the distlock setting announces on, with `0`.
+#[test]
+fn latches_shared_with_redisson() {
+    use std::time::{Duration, Instant};
+
+    let wakes = [
+        (ShardedPubSub::Auto, "SPUBLISH"),
+        (ShardedPubSub::Auto, "PUBLISH"),
+        (ShardedPubSub::On, "SPUBLISH"),
+        (ShardedPubSub::Off, "PUBLISH"),
+    ];
+    let heard = [
+        (ShardedPubSub::Auto, "SSUBSCRIBE"),
+        (ShardedPubSub::Auto, "SUBSCRIBE"),
+        (ShardedPubSub::On, "SSUBSCRIBE"),
+        (ShardedPubSub::Off, "SUBSCRIBE"),
+    ];
+    lock_testkit::conformance::run(async {
+        let cluster = shared_cluster();
+        for (listen, publish) in wakes {
+            let name = lock_testkit::conformance::fresh_name("redisson-latch");
+            let waiting = cluster_latch(&cluster, listen, &name).await;
+            assert!(waiting.try_set_count(1).await.expect("set"));
+            let waiter = tokio::spawn(async move {
+                waiting.wait().await.expect("wait");
+                (waiting, Instant::now())
+            });
+            // Open just after the waiter's own re-check (a second after its first look): found
+            // by that re-check alone, the opening would take it most of a second more.
+            tokio::time::sleep(Duration::from_millis(1050)).await;
+            assert!(!waiter.is_finished(), "closed");
+            let opened_at = Instant::now();
+            let () = redis::cmd("EVAL")
+                .arg(REDISSON_COUNT_DOWN)
+                .arg(2)
+                .arg(&name)
+                .arg(redisson_latch_channel(&name))
+                .arg(0)
+                .arg(publish)
+                .query(&mut owner_of(&cluster, &name))
+                .expect("Redisson's countDown");
+            let (waiting, went_on_at) = tokio::time::timeout(Duration::from_secs(5), waiter)
+                .await
+                .expect("the waiter goes on")
+                .expect("waiter task");
+            let wake_up = went_on_at.duration_since(opened_at);
+            assert!(
+                wake_up < LATCH_WAKE_UP,
+                "listening {listen:?}, Redisson announcing with {publish}: went on after {wake_up:?}"
+            );
+            assert_eq!(waiting.count().await.expect("count"), 0);
+        }
+        for (announce, subscribe) in heard {
+            let name = lock_testkit::conformance::fresh_name("redisson-latch");
+            let channel = redisson_latch_channel(&name);
+            let mut subscriber = owner_of(&cluster, &name);
+            subscriber
+                .set_read_timeout(Some(Duration::from_secs(2)))
+                .expect("read timeout");
+            subscriber
+                .send_packed_command(&redis::cmd(subscribe).arg(&channel).get_packed_command())
+                .expect(subscribe);
+            let confirmed = subscriber.recv_response().expect("subscribed");
+            assert!(
+                matches!(&confirmed, redis::Value::Array(items) if items.len() == 3),
+                "{confirmed:?}"
+            );
+            let counting = cluster_latch(&cluster, announce, &name).await;
+            assert!(counting.try_set_count(1).await.expect("set"));
+            assert_eq!(counting.count_down().await.expect("down"), 0);
+            // RESP2: [message | smessage, channel, payload]; the set's `1`, then the opening's
+            // `0`.
+            let expected = if subscribe == "SSUBSCRIBE" {
+                "smessage"
+            } else {
+                "message"
+            };
+            for want in ["1", "0"] {
+                let message = tokio::task::block_in_place(|| subscriber.recv_response())
+                    .unwrap_or_else(|err| {
+                        panic!("{subscribe} heard nothing of a {announce:?} latch: {err}")
+                    });
+                let (kind, heard_on, payload): (String, String, String) =
+                    redis::from_redis_value(message).expect("a message");
+                assert_eq!(
+                    (kind.as_str(), heard_on.as_str()),
+                    (expected, channel.as_str())
+                );
+                assert_eq!(payload, want, "announced with {announce:?}");
+            }
+        }
+    });
+}
+
+/// A latch whose name has its own hash tag (`{t}:x`) has its channel in another slot
+/// (`redisson_countdownlatch__channel__{{t}:x}` hashes `{t`), here on another primary than its
+/// count. A waiter that listens with sharded pub/sub only cannot hear the opening (an `SPUBLISH`
+/// from the count's script cannot reach another slot) and goes on by its one-second re-check;
+/// with plain pub/sub it hears the `PUBLISH` at once. Redisson's own scripts, which name the
+/// channel as a key, are refused with `CROSSSLOT` on such a name.
+#[test]
+fn hash_tagged_latches_on_a_sharded_cluster() {
+    use std::time::{Duration, Instant};
+
+    lock_testkit::conformance::run(async {
+        let cluster = shared_cluster();
+        let primary = |key: &str| {
+            cluster
+                .primary_of_slot(lock_redis::keys::slot(key))
+                .expect("owner")
+        };
+        for (listen, within) in [
+            (ShardedPubSub::On, LATCH_BACKSTOP),
+            (ShardedPubSub::Auto, LATCH_WAKE_UP),
+            (ShardedPubSub::Off, LATCH_WAKE_UP),
+        ] {
+            // A tag whose channel lands on another primary than the count.
+            let name = (0..)
+                .map(|i| {
+                    format!(
+                        "{{t{i}}}:{}",
+                        lock_testkit::conformance::fresh_name("latch")
+                    )
+                })
+                .find(|name| primary(name) != primary(&lock_redis::keys::latch_channel(name)))
+                .expect("a name");
+            let channel = lock_redis::keys::latch_channel(&name);
+            assert_eq!(channel, redisson_latch_channel(&name));
+            let counting = cluster_latch(&cluster, ShardedPubSub::Auto, &name).await;
+            let waiting = cluster_latch(&cluster, listen, &name).await;
+            assert!(counting.try_set_count(1).await.expect("set"));
+            let waiter = tokio::spawn(async move {
+                waiting.wait().await.expect("wait");
+                Instant::now()
+            });
+            // Open just after the waiter's own re-check, as in latches_shared_with_redisson:
+            // a waiter that heard nothing goes on most of a second later.
+            tokio::time::sleep(Duration::from_millis(1050)).await;
+            assert!(!waiter.is_finished(), "{listen:?}: closed");
+            let opened_at = Instant::now();
+            assert_eq!(counting.count_down().await.expect("down"), 0);
+            let went_on = tokio::time::timeout(Duration::from_secs(5), waiter)
+                .await
+                .expect("the waiter goes on")
+                .expect("waiter task")
+                .duration_since(opened_at);
+            eprintln!("{name}, listening {listen:?}: went on {went_on:?} after the opening");
+            assert!(
+                went_on < within,
+                "{name}, listening {listen:?}: went on {went_on:?} after the opening"
+            );
+
+            // Redisson's countDown names the count and the channel as keys: two slots.
+            assert!(counting.try_set_count(1).await.expect("set"));
+            let refused = redis::cmd("EVAL")
+                .arg(REDISSON_COUNT_DOWN)
+                .arg(2)
+                .arg(&name)
+                .arg(&channel)
+                .arg(0)
+                .arg("SPUBLISH")
+                .query::<()>(&mut owner_of(&cluster, &name))
+                .expect_err("keys in two slots");
+            assert_eq!(refused.code(), Some("CROSSSLOT"), "{refused}");
+            assert_eq!(counting.count().await.expect("count"), 1, "nothing changed");
+            assert!(counting.delete().await.expect("clean up"));
         }
     });
 }
