@@ -104,3 +104,14 @@ mod rwlock_pubsub {
     use super::*;
     lock_testkit::rw_conformance_tests!(start(NotificationMode::PubSub));
 }
+
+mod fair_pubsub {
+    use super::*;
+    lock_testkit::fair_conformance_tests!(start(NotificationMode::PubSub));
+}
+
+mod fair_side {
+    use super::*;
+    use lock_testkit::fair_conformance::FairSide;
+    lock_testkit::conformance_tests!(FairSide(start(NotificationMode::PubSub)));
+}

@@ -21,7 +21,8 @@
 //!   [`semaphore_conformance`] and [`semaphore_conformance_tests!`] the same for semaphores,
 //!   [`latch_conformance`] and [`latch_conformance_tests!`] for countdown latches,
 //!   [`permit_conformance`] and [`permit_conformance_tests!`] for lease-bound permits,
-//!   [`rw_conformance`] and [`rw_conformance_tests!`] for read-write locks.
+//!   [`rw_conformance`] and [`rw_conformance_tests!`] for read-write locks,
+//!   [`fair_conformance`] and [`fair_conformance_tests!`] for fair locks.
 //! - [`FencedResource`]: a protected counter on its own server that refuses stale fencing
 //!   tokens, and [`History`]: a recorder of lock holds whose [`check`](History::check) finds
 //!   overlaps, lost updates and fence rejections, and draws the holds around a violation as an
@@ -40,6 +41,7 @@
 
 pub mod cluster;
 pub mod conformance;
+pub mod fair_conformance;
 pub mod history;
 pub mod latch_conformance;
 pub mod leftovers;

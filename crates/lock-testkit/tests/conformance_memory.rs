@@ -41,3 +41,15 @@ mod write_side {
     use lock_testkit::rw_conformance::WriteSide;
     lock_testkit::conformance_tests!(WriteSide(Memory(MemoryBackend::new())));
 }
+
+mod fair {
+    use super::*;
+    lock_testkit::fair_conformance_tests!(Memory(MemoryBackend::new()));
+}
+
+/// The fair side is an exclusive reentrant lock: the whole lock suite holds for it.
+mod fair_side {
+    use super::*;
+    use lock_testkit::fair_conformance::FairSide;
+    lock_testkit::conformance_tests!(FairSide(Memory(MemoryBackend::new())));
+}

@@ -113,10 +113,11 @@ impl LockBackend for MemoryFairSide {
         let holds = live(&mut tables.locks, request.name)
             .is_some_and(|held| held.holders.contains_key(request.owner_field));
         if (free && mine) || holds {
-            if free && first.is_some() {
-                if let Some(queue) = tables.fair_queues.get_mut(request.name) {
-                    queue.pop_front();
-                }
+            if free
+                && first.is_some()
+                && let Some(queue) = tables.fair_queues.get_mut(request.name)
+            {
+                queue.pop_front();
             }
             let held: &mut Held = tables.locks.entry(request.name.to_owned()).or_default();
             let count = held
