@@ -19,6 +19,8 @@
 //!   (Redisson's `RSemaphore`), waited for with the lock's wait loop.
 //! - [`ReadWriteBackend`] and [`RwLocker`]: read-write locks, one lock backend per side.
 //! - [`FairBackend`]: a fair lock side granting in arrival order, for a [`Locker`].
+//! - [`ElectionBackend`] and [`Election`]: leader election on the lock (campaign, resign,
+//!   leader, observe), each leadership with a growing term.
 //! - [`LeasedSemaphoreBackend`] and [`PermitLocker`]: semaphore permits held like locks, given
 //!   back by the store when their lease ends (Redisson's `RPermitExpirableSemaphore`).
 //! - [`LatchBackend`] and [`CountDownLatch`] ([`Locker::latch`]): a countdown latch (Redisson's
@@ -28,6 +30,7 @@
 //!
 //! Each module imports only the ones listed below it:
 //!
+//! - `election`: [`Election`], leader election over a [`Locker`] of the campaign side.
 //! - `rw_locker`, `permit_locker`: [`RwLocker`] and [`PermitLocker`], a [`Locker`] per side of
 //!   a read-write lock, and over lease-bound permits.
 //! - `locker`: [`Locker`], the entry point; builds a guard from what the waiter won.
@@ -41,9 +44,9 @@
 //! - `watchdog`: batched renewals of watchdog-mode leases.
 //! - `hold`: the record of one hold (name, owner, lease, lease status), shared by its guard, the
 //!   watchdog and the hold book.
-//! - `memory`, `rw_backend`, `fair_backend`, `leased_backend`, `semaphore_backend`,
+//! - `memory`, `election_backend`, `rw_backend`, `fair_backend`, `leased_backend`, `semaphore_backend`,
 //!   `latch_backend`, `backend`, `notify`, `options`, `fencing`, `owner`, `error`: the in-memory
-//!   backend, the read-write lock's, the fair lock's, the lease-bound permits', the
+//!   backend, the election's, the read-write lock's, the fair lock's, the lease-bound permits', the
 //!   semaphore's, the latch's and the lock's backend contracts, release notifications, options and checks, the fencing choice
 //!   carried in the types, owners, errors.
 //!
@@ -71,6 +74,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod backend;
+mod election;
+pub mod election_backend;
 pub mod error;
 pub mod fair_backend;
 mod fencing;
@@ -99,6 +104,8 @@ pub use backend::{
     AcquireOutcome, AcquireRequest, BoxFuture, DynLockBackend, Grant, LockBackend, LockState,
     ReleaseOutcome, RenewOutcome, Renewal,
 };
+pub use election::{Election, LeaderObserver, Leadership};
+pub use election_backend::{CampaignBackend, ElectionBackend, Leader};
 pub use error::{Error, Result};
 pub use fair_backend::{FairBackend, FairState};
 pub use fencing::{Fenced, Fencing, Unfenced};
@@ -109,7 +116,8 @@ pub use latch_backend::LatchBackend;
 pub use leased_backend::{LeasedSemaphoreBackend, LeasedState};
 pub use locker::Locker;
 pub use memory::{
-    MemoryBackend, MemoryFairSide, MemoryPermitSide, MemoryReadSide, MemoryWriteSide,
+    MemoryBackend, MemoryCampaignSide, MemoryFairSide, MemoryPermitSide, MemoryReadSide,
+    MemoryWriteSide,
 };
 pub use notify::{ReleaseHub, ReleaseWatch};
 pub use options::{Lease, LockOptions, Wait};

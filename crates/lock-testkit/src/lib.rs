@@ -22,7 +22,8 @@
 //!   [`latch_conformance`] and [`latch_conformance_tests!`] for countdown latches,
 //!   [`permit_conformance`] and [`permit_conformance_tests!`] for lease-bound permits,
 //!   [`rw_conformance`] and [`rw_conformance_tests!`] for read-write locks,
-//!   [`fair_conformance`] and [`fair_conformance_tests!`] for fair locks.
+//!   [`fair_conformance`] and [`fair_conformance_tests!`] for fair locks,
+//!   [`election_conformance`] and [`election_conformance_tests!`] for leader election.
 //! - [`FencedResource`]: a protected counter on its own server that refuses stale fencing
 //!   tokens, and [`History`]: a recorder of lock holds whose [`check`](History::check) finds
 //!   overlaps, lost updates and fence rejections, and draws the holds around a violation as an
@@ -41,6 +42,7 @@
 
 pub mod cluster;
 pub mod conformance;
+pub mod election_conformance;
 pub mod fair_conformance;
 pub mod history;
 pub mod latch_conformance;

@@ -53,3 +53,8 @@ mod fair_side {
     use lock_testkit::fair_conformance::FairSide;
     lock_testkit::conformance_tests!(FairSide(Memory(MemoryBackend::new())));
 }
+
+mod election {
+    use super::*;
+    lock_testkit::election_conformance_tests!(Memory(MemoryBackend::new()));
+}

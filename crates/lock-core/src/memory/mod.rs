@@ -1,14 +1,16 @@
 //! An in-memory backend with real expiry, for unit tests of code that takes locks: the locks
-//! here (their fair side in [`fair`]), the semaphores in [`semaphore`] (their lease-bound
+//! here (their fair side in [`fair`], elections on them in [`election`]), the semaphores in [`semaphore`] (their lease-bound
 //! permits in [`permits`]), the read-write locks in [`rwlock`], the countdown latches in
 //! [`latch`].
 
+mod election;
 mod fair;
 mod latch;
 mod permits;
 mod rwlock;
 mod semaphore;
 
+pub use election::MemoryCampaignSide;
 pub use fair::MemoryFairSide;
 pub use permits::MemoryPermitSide;
 pub use rwlock::{MemoryReadSide, MemoryWriteSide};
@@ -42,6 +44,9 @@ pub(super) struct Tables {
     semaphores: HashMap<String, i64>,
     /// Read-write locks.
     rwlocks: HashMap<String, rwlock::RwHeld>,
+    /// Elections: name → the leader's owner field and value (the leadership is the lock in
+    /// `locks`).
+    leaders: HashMap<String, (String, String)>,
     /// Fair locks' queues of waiters (the locks themselves are in `locks`).
     fair_queues: HashMap<String, fair::Queue>,
     /// Lease-bound permits out, per semaphore name (the count is in `semaphores`).
