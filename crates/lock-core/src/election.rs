@@ -255,7 +255,6 @@ impl<B: ElectionBackend> Leadership<B> {
 
     /// The lock guard underneath, for what [`LockGuard`] offers (its remaining validity,
     /// [`LockGuard::extend`]).
-    #[must_use]
     pub fn guard(&self) -> &LockGuard<B::Campaign, Fenced> {
         &self.guard
     }
