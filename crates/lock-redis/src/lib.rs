@@ -65,6 +65,7 @@ pub mod telemetry;
 mod wire;
 
 pub use backend::builder::RedisBackendBuilder;
+pub use backend::election::RedisCampaignSide;
 pub use backend::fair::RedisFairSide;
 pub use backend::options::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL, LockKind,

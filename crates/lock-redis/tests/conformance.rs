@@ -115,3 +115,8 @@ mod fair_side {
     use lock_testkit::fair_conformance::FairSide;
     lock_testkit::conformance_tests!(FairSide(start(NotificationMode::PubSub)));
 }
+
+mod election_pubsub {
+    use super::*;
+    lock_testkit::election_conformance_tests!(start(NotificationMode::PubSub));
+}

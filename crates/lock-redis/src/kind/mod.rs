@@ -3,8 +3,10 @@
 //! [`scripted`] holds the operations both kinds run the same way with their own scripts,
 //! [`replicated`] what both do with the replicas' acknowledgement of a write. [`semaphore`] is
 //! the counting semaphore, [`permits`] its lease-bound permits, [`rwlock`] the read-write
-//! lock, [`fair`] the fair lock and [`latch`] the countdown latch, on the same calls.
+//! lock, [`fair`] the fair lock, [`election`] leader election and [`latch`] the countdown
+//! latch, on the same calls.
 
+pub(crate) mod election;
 pub(crate) mod fair;
 pub(crate) mod fast;
 pub(crate) mod latch;

@@ -70,8 +70,8 @@ pub(crate) fn wake_for(channel: &str, message: &[u8]) -> Wake {
         return Wake::All;
     }
     // A latch's waiters all read its count again, whatever the message (0: open; 1: a new
-    // count, which costs them one look).
-    if channel.starts_with(keys::LATCH_CHANNEL_PREFIX) {
+    // count, which costs them one look); an election's observers all read the leader again.
+    if channel.starts_with(keys::LATCH_CHANNEL_PREFIX) || on(keys::ELECTION_CHANNEL_PREFIX) {
         return Wake::All;
     }
     if !on(keys::SEMAPHORE_CHANNEL_PREFIX) {
@@ -106,6 +106,7 @@ mod tests {
         assert_eq!(wake_for(&channel, b"1"), Wake::All);
         assert_eq!(wake_for(&channel, b"0"), Wake::One);
         assert_eq!(wake_for(&keys::latch_channel("doc"), b"0"), Wake::All);
+        assert_eq!(wake_for(&keys::election_channel("doc"), b"1"), Wake::All);
         // On a plain lock's channel, a 1 is only a release.
         assert_eq!(wake_for(&keys::channel("doc"), b"1"), Wake::One);
     }

@@ -9,6 +9,10 @@ pub const TOKEN_PREFIX: &str = "redisson_lock_token";
 /// The message published on the release channel when a lock becomes free (Redisson's
 /// `UNLOCK_MESSAGE`).
 pub const UNLOCK_MESSAGE: &str = "0";
+/// Prefix of an election's leader values (distlock's own: Redisson has no election).
+pub const ELECTION_VALUES_PREFIX: &str = "distlock_leader";
+/// Prefix of an election's channel, on which leader changes are announced.
+pub const ELECTION_CHANNEL_PREFIX: &str = "distlock_leader_channel";
 /// Prefix of a fair lock's queue of waiting owner fields (Redisson's `RedissonFairLock`
 /// `threadsQueueName`).
 pub const FAIR_QUEUE_PREFIX: &str = "redisson_lock_queue";
@@ -50,6 +54,21 @@ pub fn channel(name: &str) -> String {
 #[must_use]
 pub fn semaphore_channel(name: &str) -> String {
     derived(SEMAPHORE_CHANNEL_PREFIX, name)
+}
+
+/// The leader values of the election `name`: `distlock_leader:{name}`, a hash
+/// `{owner field → value}` holding the current leader's value, living and renewed with the
+/// election's lock (the reentrant lock's hash `name`). The scripts derive it the same way.
+#[must_use]
+pub fn election_values(name: &str) -> String {
+    derived(ELECTION_VALUES_PREFIX, name)
+}
+
+/// The channel of the election `name`: `distlock_leader_channel:{name}` (`1`: a new leader,
+/// `0`: nobody leads).
+#[must_use]
+pub fn election_channel(name: &str) -> String {
+    derived(ELECTION_CHANNEL_PREFIX, name)
 }
 
 /// The queue of a fair lock: `redisson_lock_queue:{name}`.
@@ -177,6 +196,9 @@ mod tests {
         assert_eq!(rw_channel("doc"), "redisson_rwlock:{doc}");
         assert_eq!(permits_key("gpu"), "{gpu}:timeout");
         assert_eq!(fair_queue("q"), "redisson_lock_queue:{q}");
+        assert_eq!(election_values("e"), "distlock_leader:{e}");
+        assert_eq!(election_values("{t}:e"), "distlock_leader:{t}:e");
+        assert_eq!(election_channel("e"), "distlock_leader_channel:{e}");
         assert_eq!(fair_timeouts("q"), "redisson_lock_timeout:{q}");
         assert_eq!(
             fair_waiter_channel("q", "u:1"),
@@ -218,6 +240,8 @@ mod tests {
             assert_eq!(slot(name), slot(&rw_channel(name)), "{name}");
             assert_eq!(slot(name), slot(&permits_key(name)), "{name}");
             assert_eq!(slot(name), slot(&fair_queue(name)), "{name}");
+            assert_eq!(slot(name), slot(&election_values(name)), "{name}");
+            assert_eq!(slot(name), slot(&election_channel(name)), "{name}");
             assert_eq!(slot(name), slot(&fair_timeouts(name)), "{name}");
             assert_eq!(
                 slot(name),

@@ -64,6 +64,26 @@ pub(crate) static RW_WRITE_ABANDON: LazyLock<LockScript> =
 pub(crate) static RW_FORCE_RELEASE: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/rw_force_release.lua")));
 
+// Leader election (distlock's own, on the reentrant lock's hash plus the leader values). Read
+// with `ELECTION_LEADER`; the lock's other reads are the reentrant lock's. Not preloaded.
+
+pub(crate) static ELECTION_ACQUIRE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/election_acquire.lua")));
+pub(crate) static ELECTION_RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/election_release.lua")));
+/// The release script lowering to a count, sent whole (see [`ABANDON`]).
+pub(crate) static ELECTION_ABANDON: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::sent_whole(include_str!("../scripts/election_release.lua")));
+pub(crate) static ELECTION_RENEW: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/election_renew.lua")));
+/// Leadership renewals of any slots one cluster node serves, in one script.
+pub(crate) static ELECTION_RENEW_ACROSS_SLOTS: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/election_renew_across_slots.lua")));
+pub(crate) static ELECTION_FORCE_RELEASE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/election_force_release.lua")));
+pub(crate) static ELECTION_LEADER: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/election_leader.lua")));
+
 // The fair lock (Redisson's `RFairLock`: the lock hash as `RLock`'s, a queue of waiting owner
 // fields and their deadlines). Renewed and read with the reentrant lock's scripts. Not
 // preloaded.

@@ -1,0 +1,142 @@
+//! `ElectionBackend` for [`RedisBackend`]: leader election on the reentrant lock's hash plus
+//! the leader values, its campaign side ([`RedisCampaignSide`]) on the backend's own connection
+//! and notifications.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_core::{
+    AcquireOutcome, AcquireRequest, CampaignBackend, ElectionBackend, Leader, LockBackend,
+    LockState, ReleaseOutcome, ReleaseWatch, RenewOutcome, Renewal, Result,
+};
+
+use crate::backend::redis_backend::RedisBackend;
+use crate::kind::{election, reentrant};
+use crate::wire::keys;
+
+/// The campaign side of a [`RedisBackend`]'s elections (see [`ElectionBackend`]). Made by
+/// [`ElectionBackend::campaign_side`]; shares the backend's connections and client id; each
+/// campaign side keeps the values of its own campaigns.
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn demo() -> lock_core::Result<()> {
+/// use lock_core::Election;
+/// use lock_redis::RedisBackend;
+///
+/// let election = Election::new(RedisBackend::connect("redis://127.0.0.1:6379/").await?);
+/// let leadership = election.campaign("scheduler", "10.0.0.7:9000").await?;
+/// leadership.resign().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RedisCampaignSide {
+    backend: RedisBackend,
+    /// Owner field → the value it campaigns with.
+    nominations: Arc<Mutex<HashMap<String, String>>>,
+}
+
+impl ElectionBackend for RedisBackend {
+    type Campaign = RedisCampaignSide;
+
+    fn campaign_side(&self) -> RedisCampaignSide {
+        RedisCampaignSide {
+            backend: self.clone(),
+            nominations: Arc::default(),
+        }
+    }
+
+    async fn leader(&self, name: &str) -> Result<Option<Leader>> {
+        election::leader(self.calls(), name).await
+    }
+
+    async fn watch_leader(&self, name: &str) -> Result<ReleaseWatch> {
+        self.notifications()
+            .watch(&keys::election_channel(name))
+            .await
+    }
+}
+
+impl RedisCampaignSide {
+    fn nominations(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.nominations.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl CampaignBackend for RedisCampaignSide {
+    fn nominate(&self, owner_field: &str, value: &str) {
+        self.nominations()
+            .insert(owner_field.to_owned(), value.to_owned());
+    }
+
+    fn withdraw(&self, owner_field: &str) {
+        self.nominations().remove(owner_field);
+    }
+}
+
+impl LockBackend for RedisCampaignSide {
+    fn client_id(&self) -> &str {
+        self.backend.client_id()
+    }
+
+    fn check_name(&self, name: &str) -> Result<()> {
+        keys::check_name(name)
+    }
+
+    fn kind(&self) -> &'static str {
+        "election"
+    }
+
+    async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+        let value = self
+            .nominations()
+            .get(request.owner_field)
+            .cloned()
+            .unwrap_or_default();
+        election::try_acquire(self.backend.calls(), request, &value).await
+    }
+
+    async fn release(
+        &self,
+        name: &str,
+        owner_field: &str,
+        lease: Duration,
+    ) -> Result<ReleaseOutcome> {
+        let released = election::release(self.backend.calls(), name, owner_field, lease).await?;
+        // The leadership is over (or was): its value is not needed any more.
+        if !matches!(released, ReleaseOutcome::StillHeld { .. }) {
+            self.withdraw(owner_field);
+        }
+        Ok(released)
+    }
+
+    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
+        election::renew(self.backend.calls(), renewals).await
+    }
+
+    async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
+        election::abandon(self.backend.calls(), name, owner_field, keep).await?;
+        if keep == 0 {
+            self.withdraw(owner_field);
+        }
+        Ok(())
+    }
+
+    async fn force_release(&self, name: &str) -> Result<bool> {
+        election::force_release(self.backend.calls(), name).await
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockState> {
+        reentrant::inspect(self.backend.calls(), name).await
+    }
+
+    async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
+        self.backend
+            .notifications()
+            .watch(&keys::channel(name))
+            .await
+    }
+}

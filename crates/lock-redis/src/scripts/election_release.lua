@@ -1,0 +1,43 @@
+#!lua flags=allow-oom
+-- Give back holds of an election's lock: one (a release, the rest lengthened to the lease), or
+-- down to a count (the cleanup after a call of unknown outcome). When the leader's last hold
+-- goes, its value goes too, candidates are woken (the lock's channel, 0) and observers told
+-- (the election's channel, 0). Allowed under OOM: releasing frees memory.
+-- KEYS[1] lock hash, KEYS[2] leader values
+-- ARGV[1] owner field, ARGV[2] holds to keep ('' for a release: one less), ARGV[3] lease in ms,
+-- ARGV[4] the lock's channel, ARGV[5] the election's channel, ARGV[6] how to announce ('p',
+-- 's', 'b'), ARGV[7] request id
+-- Returns {request id, -1} when the owner holds nothing (nothing changed), else {request id,
+-- the owner's holds left} (0: nobody leads).
+local held = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+if held == nil then
+    return {ARGV[7], -1}
+end
+local keep = held - 1
+if ARGV[2] ~= '' then
+    keep = tonumber(ARGV[2])
+    if held <= keep then
+        return {ARGV[7], held}
+    end
+end
+if keep > 0 then
+    redis.call('hset', KEYS[1], ARGV[1], keep)
+    if ARGV[2] == '' and redis.call('pttl', KEYS[1]) < tonumber(ARGV[3]) then
+        redis.call('pexpire', KEYS[1], ARGV[3])
+        redis.call('pexpire', KEYS[2], ARGV[3])
+    end
+    return {ARGV[7], keep}
+end
+redis.call('hdel', KEYS[1], ARGV[1])
+redis.call('hdel', KEYS[2], ARGV[1])
+if redis.call('exists', KEYS[1]) == 0 then
+    for _, channel in ipairs({ARGV[4], ARGV[5]}) do
+        if ARGV[6] ~= 's' then
+            redis.pcall('publish', channel, '0')
+        end
+        if ARGV[6] ~= 'p' then
+            redis.pcall('spublish', channel, '0')
+        end
+    end
+end
+return {ARGV[7], 0}
