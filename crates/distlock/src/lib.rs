@@ -147,16 +147,18 @@
 
 #[doc(inline)]
 pub use lock_core::{
-    backend, error, latch_backend, leased_backend, notify, options, rw_backend, semaphore_backend,
+    backend, election_backend, error, fair_backend, latch_backend, leased_backend, notify, options,
+    rw_backend, semaphore_backend,
 };
 
 pub use lock_core::{
-    AcquireOutcome, AcquireRequest, BoxFuture, CountDownLatch, DynLockBackend, Error, Fenced,
-    Fencing, Grant, LatchBackend, Lease, LeaseLoss, LeasedSemaphoreBackend, LeasedState,
-    LockBackend, LockGuard, LockOptions, LockState, Locker, MemoryBackend, MemoryPermitSide,
-    MemoryReadSide, MemoryWriteSide, Owner, PermitLocker, PermitsTaken, ReadWriteBackend,
-    ReleaseHub, ReleaseOutcome, ReleaseWatch, Renewal, Result, RwLocker, RwMode, RwState,
-    Semaphore, SemaphoreBackend, SemaphoreState, Unfenced, Wait,
+    AcquireOutcome, AcquireRequest, BoxFuture, CampaignBackend, CountDownLatch, DynLockBackend,
+    Election, ElectionBackend, Error, FairBackend, FairState, Fenced, Fencing, Grant, LatchBackend,
+    Leader, LeaderObserver, Leadership, Lease, LeaseLoss, LeasedSemaphoreBackend, LeasedState,
+    LockBackend, LockGuard, LockOptions, LockState, Locker, MemoryBackend, MemoryCampaignSide,
+    MemoryFairSide, MemoryPermitSide, MemoryReadSide, MemoryWriteSide, Owner, PermitLocker,
+    PermitsTaken, ReadWriteBackend, ReleaseHub, ReleaseOutcome, ReleaseWatch, Renewal, Result,
+    RwLocker, RwMode, RwState, Semaphore, SemaphoreBackend, SemaphoreState, Unfenced, Wait,
 };
 
 /// The Redis / Valkey backend: the `lock-redis` crate (feature `redis`).
@@ -168,8 +170,8 @@ pub use lock_redis as redis;
 
 #[cfg(feature = "redis")]
 pub use lock_redis::{
-    LockKind, NotificationMode, RedisBackend, RedisBackendBuilder, RedisPermitSide, RedisReadSide,
-    RedisWriteSide, ReplicaAck, Shortfall,
+    LockKind, NotificationMode, RedisBackend, RedisBackendBuilder, RedisCampaignSide,
+    RedisFairSide, RedisPermitSide, RedisReadSide, RedisWriteSide, ReplicaAck, Shortfall,
 };
 
 /// A [`Locker`] over one Redis or Valkey node, as made by [`connect`] (feature `redis`).
