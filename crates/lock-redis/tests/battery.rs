@@ -10,70 +10,13 @@ use std::time::Duration;
 use lock_core::{LockOptions, Locker};
 use lock_redis::RedisBackend;
 use lock_testkit::{
-    FaultFuture, FaultProxy, FencedResource, RedisServer, Schedule, ServerOptions,
-    assert_battery_verdict, run_schedule,
+    FaultProxy, FencedResource, RedisServer, Schedule, ServerOptions, assert_battery_verdict,
+    faults, run_schedule,
 };
-use rand::Rng;
 
 const LEASE: Duration = Duration::from_millis(1200);
 /// After the lease, how long unsubscribes may take to land (a failed one is retried within 2 s).
 const SETTLE: Duration = Duration::from_secs(5);
-
-fn faults(
-    server: Arc<Mutex<RedisServer>>,
-    proxy: Arc<FaultProxy>,
-) -> impl FnMut(usize) -> FaultFuture {
-    move |n| {
-        let (server, proxy) = (server.clone(), proxy.clone());
-        // Random choices made up front: the thread-local generator cannot cross an await.
-        let latency = Duration::from_millis(rand::rng().random_range(10..=40));
-        let pause = Duration::from_millis(rand::rng().random_range(100..=300));
-        Box::pin(async move {
-            match n % 6 {
-                0 => {
-                    proxy.set_fault(lock_testkit::Fault::Latency(latency));
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                    proxy.clear();
-                    format!("latency {latency:?}")
-                }
-                1 => {
-                    proxy.reset_connections();
-                    "reset connections".to_owned()
-                }
-                2 => {
-                    // Shorter than the lease minus one renewal period: every hold survives.
-                    server.lock().unwrap().pause().expect("pause");
-                    tokio::time::sleep(pause).await;
-                    server.lock().unwrap().resume().expect("resume");
-                    format!("pause {pause:?}")
-                }
-                3 => {
-                    let killed = server
-                        .lock()
-                        .unwrap()
-                        .kill_pubsub_clients()
-                        .expect("client kill");
-                    format!("kill {killed} pubsub clients")
-                }
-                4 => {
-                    server.lock().unwrap().script_flush().expect("script flush");
-                    "script flush".to_owned()
-                }
-                _ => {
-                    let server = server.clone();
-                    tokio::task::spawn_blocking(move || {
-                        let mut server = server.lock().unwrap();
-                        server.kill().expect("kill -9");
-                        server.restart().expect("restart from the AOF");
-                    })
-                    .await
-                    .expect("restart task");
-                    "kill -9 + restart (appendfsync always)".to_owned()
-                }
-            }
-        })
-    }
-}
 
 #[test]
 fn in_model_faults_single_node() {
@@ -113,8 +56,13 @@ fn in_model_faults_single_node() {
         schedule.fault_gap = (Duration::from_millis(50), Duration::from_millis(200));
         let server = Arc::new(Mutex::new(server));
         let kept = lockers.clone();
-        let report =
-            run_schedule(&schedule, lockers, resource, faults(server.clone(), proxy)).await;
+        let report = run_schedule(
+            &schedule,
+            lockers,
+            resource,
+            faults::single_node(server.clone(), proxy),
+        )
+        .await;
         // The verdict, while the clients are still alive; for leaks: within one lease (a
         // release lost to a fault expires by then) no lock key, and within a few more seconds
         // (unsubscribes retried after a fault) no subscription; no local watch either.

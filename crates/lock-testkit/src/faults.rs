@@ -1,0 +1,76 @@
+//! Fault sequences for the batteries ([`crate::run_schedule`]): what one fault does, and for how
+//! long, on the deployments the batteries run against.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::Rng;
+
+use crate::proxy::{Fault, FaultProxy};
+use crate::schedule::FaultFuture;
+use crate::server::RedisServer;
+
+/// The in-model faults of one node reached through `proxy`, in turn: latency on the proxy,
+/// reset connections, a pause of the server shorter than a 1.2 s lease minus a renewal period,
+/// its notification connections killed, its script cache flushed, and `kill -9` with a restart
+/// from an `appendfsync always` AOF (start the server with
+/// [`ServerOptions::aof_fsync_always`](crate::ServerOptions::aof_fsync_always)).
+///
+/// # Panics
+///
+/// The returned faults panic when the server cannot be paused, resumed, killed or restarted.
+pub fn single_node(
+    server: Arc<Mutex<RedisServer>>,
+    proxy: Arc<FaultProxy>,
+) -> impl FnMut(usize) -> FaultFuture {
+    move |n| {
+        let (server, proxy) = (server.clone(), proxy.clone());
+        // Random choices made up front: the thread-local generator cannot cross an await.
+        let latency = Duration::from_millis(rand::rng().random_range(10..=40));
+        let pause = Duration::from_millis(rand::rng().random_range(100..=300));
+        Box::pin(async move {
+            match n % 6 {
+                0 => {
+                    proxy.set_fault(Fault::Latency(latency));
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    proxy.clear();
+                    format!("latency {latency:?}")
+                }
+                1 => {
+                    proxy.reset_connections();
+                    "reset connections".to_owned()
+                }
+                2 => {
+                    // Shorter than the lease minus one renewal period: every hold survives.
+                    server.lock().unwrap().pause().expect("pause");
+                    tokio::time::sleep(pause).await;
+                    server.lock().unwrap().resume().expect("resume");
+                    format!("pause {pause:?}")
+                }
+                3 => {
+                    let killed = server
+                        .lock()
+                        .unwrap()
+                        .kill_pubsub_clients()
+                        .expect("client kill");
+                    format!("kill {killed} pubsub clients")
+                }
+                4 => {
+                    server.lock().unwrap().script_flush().expect("script flush");
+                    "script flush".to_owned()
+                }
+                _ => {
+                    let server = server.clone();
+                    tokio::task::spawn_blocking(move || {
+                        let mut server = server.lock().unwrap();
+                        server.kill().expect("kill -9");
+                        server.restart().expect("restart from the AOF");
+                    })
+                    .await
+                    .expect("restart task");
+                    "kill -9 + restart (appendfsync always)".to_owned()
+                }
+            }
+        })
+    }
+}
