@@ -1,6 +1,6 @@
-//! Sentinel mode: the conformance suite and the semaphore suite on the primary of a Sentinel
-//! service (one group, 1 primary + 1 replica + 3 Sentinels, shared by the cases), and locks
-//! held across a failover.
+//! Sentinel mode: the conformance suite, the semaphore suite and the lease-bound permit suite
+//! on the primary of a Sentinel service (one group, 1 primary + 1 replica + 3 Sentinels, shared
+//! by the cases), and locks held across a failover.
 #![cfg(feature = "sentinel")]
 
 use std::sync::{Arc, Mutex, Weak};
@@ -68,6 +68,11 @@ mod fast {
 mod semaphore {
     use super::*;
     lock_testkit::semaphore_conformance_tests!(start(LockKind::Reentrant));
+}
+
+mod permits {
+    use super::*;
+    lock_testkit::permit_conformance_tests!(start(LockKind::Reentrant));
 }
 
 /// A lock held under the watchdog while the Sentinels fail over (coordinated: the replica has
