@@ -648,3 +648,49 @@ fn hash_tagged_names_follow_redisson() {
         assert_eq!(exists, 0, "no key of another derivation");
     });
 }
+
+/// A Redisson permit taken without a lease (scored with Redisson's never-ending
+/// `nonExpirableTimeout`) gives our waiter no lease end to wait for: it keeps looking again about
+/// every second, so a permit given back without an announcement (an operator's `ZREM` and
+/// `INCRBY`, or a lost message) is found within about a second, not never.
+#[test]
+fn a_redisson_permit_without_lease_keeps_our_recheck() {
+    run(async {
+        let name = fresh_name("permits-interop-forever");
+        let Pair {
+            server,
+            ours,
+            mut redisson,
+        } = pair(&name).await;
+        assert!(redisson.try_set_permits(1).await);
+        let theirs = redisson_id();
+        assert_eq!(redisson.try_acquire(theirs, None).await, Acquired::Taken);
+        let waiter = tokio::spawn({
+            let ours = ours.clone();
+            let name = name.clone();
+            async move { ours.acquire(&name).await.expect("acquire") }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!waiter.is_finished(), "Redisson holds the permit");
+        // Given back without a message.
+        let mut con = server.connection().await;
+        let (timeout_name, _) = redisson_keys(&name);
+        let (removed, count): (i64, i64) = redis::pipe()
+            .atomic()
+            .cmd("ZREM")
+            .arg(&timeout_name)
+            .arg(&theirs[..])
+            .cmd("INCRBY")
+            .arg(&name)
+            .arg(1)
+            .query_async(&mut con)
+            .await
+            .expect("ZREM + INCRBY");
+        assert_eq!((removed, count), (1, 1));
+        let permit = tokio::time::timeout(Duration::from_secs(3), waiter)
+            .await
+            .expect("found by the waiter's re-check")
+            .expect("waiter task");
+        assert!(permit.release().await.expect("release").was_held());
+    });
+}
