@@ -3,6 +3,8 @@
 
 use std::io::Read;
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use lock_testkit::RedisServer;
@@ -116,16 +118,29 @@ fn the_sweep_counts_the_holds_in_progress() {
 
 #[test]
 fn six_processes_never_hold_more_than_the_two_permits() {
+    six_processes_on_two_permits(&[]);
+}
+
+/// The same with `--leased`: lease-bound permits, each seen in `{name}:timeout` while held and
+/// removed from it when given back.
+#[test]
+fn six_leased_processes_never_hold_more_than_the_two_permits() {
+    six_processes_on_two_permits(&["--leased"]);
+}
+
+/// Six runs of the demo with `extra` arguments at once on one server, 2 permits, one each.
+fn six_processes_on_two_permits(extra: &[&str]) {
     const PROCESSES: usize = 6;
     const HOLD_MS: u128 = 200;
+    const NAME: &str = "distlock:test:semaphore-example";
     let server = RedisServer::start().expect("start a server");
     let url = server.url();
     let hold_ms = HOLD_MS.to_string();
-    let args = [
+    let mut args = vec![
         "--url",
         url.as_str(),
         "--name",
-        "distlock:test:semaphore-example",
+        NAME,
         "--permits",
         "2",
         "--acquire",
@@ -133,8 +148,40 @@ fn six_processes_never_hold_more_than_the_two_permits() {
         "--hold-ms",
         hold_ms.as_str(),
     ];
+    args.extend_from_slice(extra);
+    let leased = extra.contains(&"--leased");
+    // Meanwhile, the most permits seen in `{name}:timeout` (lease-bound permits out).
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = std::thread::spawn({
+        let stop = stop.clone();
+        let mut raw = redis::Client::open(url.as_str())
+            .and_then(|client| client.get_connection())
+            .expect("connect");
+        move || {
+            let mut most = 0i64;
+            while !stop.load(Ordering::Relaxed) {
+                let out: i64 = redis::cmd("ZCARD")
+                    .arg(format!("{{{NAME}}}:timeout"))
+                    .query(&mut raw)
+                    .expect("ZCARD");
+                most = most.max(out);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            most
+        }
+    });
     let children = (0..PROCESSES).map(|_| spawn(&args)).collect();
     let outputs = wait_all(children, Duration::from_secs(60));
+    stop.store(true, Ordering::Relaxed);
+    let most_out = watcher.join().expect("watcher");
+    if leased {
+        assert!(
+            (1..=2).contains(&most_out),
+            "{most_out} leased permits seen out at once"
+        );
+    } else {
+        assert_eq!(most_out, 0, "plain permits are not lease-bound");
+    }
 
     let mut holds = Vec::new();
     for output in &outputs {
@@ -171,11 +218,14 @@ fn six_processes_never_hold_more_than_the_two_permits() {
     let mut raw = redis::Client::open(url.as_str())
         .and_then(|client| client.get_connection())
         .expect("connect");
-    let available: i64 = redis::cmd("GET")
-        .arg("distlock:test:semaphore-example")
-        .query(&mut raw)
-        .expect("GET");
+    let available: i64 = redis::cmd("GET").arg(NAME).query(&mut raw).expect("GET");
     assert_eq!(available, 2);
+    // Leased permits are members of `{name}:timeout` while out: none is left.
+    let out: i64 = redis::cmd("ZCARD")
+        .arg(format!("{{{NAME}}}:timeout"))
+        .query(&mut raw)
+        .expect("ZCARD");
+    assert_eq!(out, 0);
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! The conformance suite on a Redis Cluster (3 primaries × 1 replica), for both lock kinds,
-//! with pub/sub notifications and with polling; and the semaphore and countdown latch suites,
+//! with pub/sub notifications and with polling; and the semaphore, lease-bound permit and latch
+//! suites,
 //! with plain and sharded pub/sub.
 //!
 //! One cluster (6 processes) serves every case of this file: cases use fresh lock names, and
@@ -121,6 +122,31 @@ mod semaphore_sharded_only {
 mod semaphore_plain_only {
     use super::*;
     lock_testkit::semaphore_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::Off
+    ));
+}
+
+// Lease-bound permits on the same cluster: the count, `{name}:timeout` and the channel share
+// the name's slot; waiters listen with plain and with sharded pub/sub.
+mod permits_pubsub {
+    use super::*;
+    lock_testkit::permit_conformance_tests!(start(NotificationMode::PubSub, LockKind::Reentrant));
+}
+
+mod permits_sharded_only {
+    use super::*;
+    lock_testkit::permit_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::On
+    ));
+}
+
+mod permits_plain_only {
+    use super::*;
+    lock_testkit::permit_conformance_tests!(start_sharded(
         NotificationMode::PubSub,
         LockKind::Reentrant,
         ShardedPubSub::Off

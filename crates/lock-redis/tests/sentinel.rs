@@ -1,4 +1,4 @@
-//! Sentinel mode: the conformance suite, the semaphore suite and the countdown latch suite on
+//! Sentinel mode: the conformance suite and the semaphore, lease-bound permit and latch suites on
 //! the primary of a Sentinel service (one group, 1 primary + 1 replica + 3 Sentinels, shared by
 //! the cases), and locks held across a failover.
 #![cfg(feature = "sentinel")]
@@ -68,6 +68,11 @@ mod fast {
 mod semaphore {
     use super::*;
     lock_testkit::semaphore_conformance_tests!(start(LockKind::Reentrant));
+}
+
+mod permits {
+    use super::*;
+    lock_testkit::permit_conformance_tests!(start(LockKind::Reentrant));
 }
 
 mod latch {

@@ -25,6 +25,15 @@
 //! permits), so a Java service using `redisson.getSemaphore(name)` shares it. Its permits have
 //! no owner and no lease: a run killed while holding leaks them (see `docs/lock-family.md`).
 //!
+//! With `--leased` the permits are lease-bound instead ([`distlock::PermitLocker`], Redisson's
+//! `RPermitExpirableSemaphore`: `redisson.getPermitExpirableSemaphore(name)` shares them): each
+//! is held under a watchdog lease (30 s, renewed while the run lives) and comes back by itself
+//! at most one lease after a run is killed. The `--acquire` permits are then taken **one at a
+//! time**, not in one atomic step: runs that each need several can each end up holding some and
+//! waiting for the rest, so keep `--acquire` at 1 when runs compete, or give every run's total a
+//! permit to spare. A run whose lease was lost while it held (a stalled process, a server
+//! unreachable for a lease) says so and exits with 1.
+//!
 //! Exits with 0 after giving the permits back; 2 for bad input (0 permits, more permits asked
 //! for than the semaphore has, a name or URL the backend refuses), found before anything is
 //! sent; 1 for any other failure (a server that cannot be reached, a failed call).
@@ -57,6 +66,13 @@ struct Args {
     /// How long to hold the permits, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     hold_ms: u64,
+
+    /// Take lease-bound permits (Redisson's `RPermitExpirableSemaphore`): each held under a
+    /// watchdog lease, and back by itself at most one lease after this run dies. The `--acquire`
+    /// permits are taken one at a time, not atomically: runs that each take several can wait
+    /// on each other for ever.
+    #[arg(long)]
+    leased: bool,
 }
 
 impl Args {
@@ -104,6 +120,9 @@ async fn main() -> ExitCode {
 async fn run(args: &Args) -> distlock::Result<()> {
     // A bad URL is refused here, before any I/O (`Error::InvalidConfig`).
     let locker = distlock::connect(args.url.as_str()).await?;
+    if args.leased {
+        return run_leased(args, distlock::PermitLocker::new(locker.backend().clone())).await;
+    }
     let semaphore = locker.semaphore(&args.name)?;
     if semaphore.try_set_permits(args.permits).await? {
         eprintln!("created {:?} with {} permits", args.name, args.permits);
@@ -121,6 +140,47 @@ async fn run(args: &Args) -> distlock::Result<()> {
     println!("RELEASED {}", unix_ms());
     eprintln!(
         "gave back {} permit(s); {available} available",
+        args.acquire
+    );
+    Ok(())
+}
+
+/// `--leased`: the same steps with lease-bound permits, one guard per permit.
+async fn run_leased(
+    args: &Args,
+    permits: distlock::PermitLocker<distlock::RedisBackend>,
+) -> distlock::Result<()> {
+    if permits.try_set_permits(&args.name, args.permits).await? {
+        eprintln!("created {:?} with {} permits", args.name, args.permits);
+    }
+
+    // One at a time: each acquire takes one permit (the guards share this task as owner).
+    let mut guards = Vec::new();
+    for _ in 0..args.acquire {
+        guards.push(permits.acquire(&args.name).await?);
+    }
+    println!("ACQUIRED {}", unix_ms());
+
+    tokio::time::sleep(Duration::from_millis(args.hold_ms)).await;
+
+    // A lease lost meanwhile (or a permit found no longer ours at the release) means the permit
+    // may have gone to another run: not a clean hold.
+    println!("RELEASING {}", unix_ms());
+    let mut lost = 0;
+    for guard in guards.into_iter().rev() {
+        let was_lost = guard.is_lost();
+        if !guard.release().await?.was_held() || was_lost {
+            lost += 1;
+        }
+    }
+    println!("RELEASED {}", unix_ms());
+    if lost > 0 {
+        eprintln!("{lost} of {} permit lease(s) lost while held", args.acquire);
+        return Err(distlock::Error::LeaseLost);
+    }
+    let available = permits.state(&args.name).await?.available.unwrap_or(0);
+    eprintln!(
+        "gave back {} leased permit(s); {available} available",
         args.acquire
     );
     Ok(())

@@ -205,7 +205,8 @@ async fn snapshot(calls: &Calls, name: &str) -> Result<(LeasedState, Option<Dura
     let mut expired = 0;
     let mut longest: Option<i64> = None;
     for pair in flat.chunks_exact(2) {
-        let member: String = redis::from_redis_value(pair[0].clone())
+        // Bytes, not text: a Redisson client's permit id is 16 raw bytes.
+        let member: Vec<u8> = redis::from_redis_value(pair[0].clone())
             .map_err(|error| Error::Protocol(format!("permit id: {error}").into()))?;
         let left: i64 = redis::from_redis_value(pair[1].clone())
             .map_err(|error| Error::Protocol(format!("permit lease: {error}").into()))?;
@@ -214,12 +215,7 @@ async fn snapshot(calls: &Calls, name: &str) -> Result<(LeasedState, Option<Dura
             continue;
         }
         longest = Some(longest.map_or(left, |longest| longest.max(left)));
-        // `<owner field>:<k>`; a member of another shape (a Redisson client's permit id) is
-        // listed as it is.
-        let holder = match member.rsplit_once(':') {
-            Some((owner, k)) if k.parse::<u32>().is_ok() => owner.to_owned(),
-            _ => member,
-        };
+        let holder = holder_of(member);
         match holders.iter_mut().find(|(field, _)| *field == holder) {
             Some((_, count)) => *count += 1,
             None => holders.push((holder, 1)),
@@ -228,6 +224,19 @@ async fn snapshot(calls: &Calls, name: &str) -> Result<(LeasedState, Option<Dura
     holders.sort();
     let longest = longest.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
     Ok((LeasedState::new(available, holders, expired), longest))
+}
+
+/// Who holds the permit `member` of `{name}:timeout`: the owner field of our `<owner
+/// field>:<k>`; any other member (a Redisson client's permit id, 16 raw bytes) is its own
+/// holder, written as the hex id Redisson's user sees (`ByteBufUtil.hexDump`).
+fn holder_of(member: Vec<u8>) -> String {
+    if let Ok(text) = std::str::from_utf8(&member)
+        && let Some((owner, k)) = text.rsplit_once(':')
+        && k.parse::<u32>().is_ok()
+    {
+        return owner.to_owned();
+    }
+    member.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// `LeasedSemaphoreBackend::leased_state`.

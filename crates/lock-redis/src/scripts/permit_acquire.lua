@@ -7,7 +7,7 @@
 -- announce ('p' PUBLISH, 's' SPUBLISH, 'b' both), ARGV[5] '1' to hand out a fencing token,
 -- ARGV[6] request id
 -- Returns {request id, 1, the owner's permits, token or 0} when granted, {request id, 0, ms
--- until the nearest permit's lease ends, or -1} otherwise.
+-- until the nearest permit's lease ends, or -1 when no permit out has a lease} otherwise.
 -- Each permit is a member `<owner field>:<k>`; an owner's permits are found by that prefix.
 
 local time = redis.call('time')
@@ -34,8 +34,11 @@ end
 
 local available = tonumber(redis.call('get', KEYS[1]))
 if available == nil or available < 1 then
+    -- A Redisson permit taken without a lease is scored 922337203685477 (its
+    -- nonExpirableTimeout) and never ends: no lease end to hint then (as Redisson's own script),
+    -- so the waiter keeps its one-second re-check.
     local nearest = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
-    if nearest[2] then
+    if nearest[2] and tonumber(nearest[2]) < 922337203685477 then
         return {ARGV[6], 0, math.max(0, tonumber(nearest[2]) - now)}
     end
     return {ARGV[6], 0, -1}
