@@ -1,7 +1,6 @@
 //! The conformance suite on a Redis Cluster (3 primaries × 1 replica), for both lock kinds,
 //! with pub/sub notifications and with polling; and the semaphore, lease-bound permit and latch
-//! suites,
-//! with plain and sharded pub/sub.
+//! suites, with plain and sharded pub/sub.
 //!
 //! One cluster (6 processes) serves every case of this file: cases use fresh lock names, and
 //! the cluster is started by the first case and stopped when the last one running lets go.
