@@ -24,6 +24,13 @@
 //!   permits; rows `distlock-semaphore` (`Semaphore<RedisBackend>`) and `raw-scripts`
 //!   (Redisson's `RSemaphore` scripts on a raw redis-rs client), and both with a permit per
 //!   task (`-nowait`). See `w7.rs`.
+//! - W8: `--w8-tasks` tasks take and release the read lock of one name; rows `distlock-read`
+//!   (`RwLocker<RedisBackend>::read`), `distlock-exclusive` (the same tasks on `Locker::lock` of
+//!   the plain lock) and `raw-scripts` (Redisson's `RReadWriteLock` read scripts on a raw
+//!   redis-rs client). See `w8.rs`.
+//! - W8W: `--w8w-readers` readers holding the read lock `--w8w-hold-ms` each, back to back, and
+//!   one writer trying to get in (each attempt given up after `--w8w-give-up` s): the writer's
+//!   wait and writes; rows `distlock-writer` and `raw-scripts`. See `w8w.rs`.
 //!
 //! W1C, W2C and W5C (not in the default `--workloads`) are W1, W2 and W5 on a throw-away Redis
 //! Cluster of 3 primaries: rows `ping2`, `raw-script` (a raw redis-rs cluster client running the
@@ -38,6 +45,7 @@
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1,w2,w4 --smoke
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w3,w5,w6 --rounds 1
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w7 --rounds 2
+//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w8,w8w --rounds 2
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1c,w2c,w5c,w1a,w2a
 //! ```
 
@@ -56,6 +64,8 @@ mod w4;
 mod w5;
 mod w6;
 mod w7;
+mod w8;
+mod w8w;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -86,6 +96,12 @@ enum Workload {
     W6,
     /// `--w7-tasks` tasks taking and giving back one permit of a `--w7-permits` semaphore.
     W7,
+    /// `--w8-tasks` tasks taking and releasing the read lock of one name; the same tasks on
+    /// the exclusive lock.
+    W8,
+    /// `--w8w-readers` readers back to back on a read lock and one writer trying to get in:
+    /// the writer's wait.
+    W8w,
     /// W1 on a 3-primary cluster: distlock against a raw redis-rs cluster client.
     W1c,
     /// W2 on a 3-primary cluster: distlock against a raw redis-rs cluster client.
@@ -111,6 +127,8 @@ impl Workload {
             Workload::W5 => "W5",
             Workload::W6 => "W6",
             Workload::W7 => "W7",
+            Workload::W8 => "W8",
+            Workload::W8w => "W8W",
             Workload::W1c => "W1C",
             Workload::W2c => "W2C",
             Workload::W5c => "W5C",
@@ -119,11 +137,18 @@ impl Workload {
         }
     }
 
-    /// W1, W2, W3, W5, W6 and W7 run on one server (`--url` or a throw-away one).
+    /// W1, W2, W3, W5, W6, W7, W8 and W8W run on one server (`--url` or a throw-away one).
     fn single_server(self) -> bool {
         matches!(
             self,
-            Workload::W1 | Workload::W2 | Workload::W3 | Workload::W5 | Workload::W6 | Workload::W7
+            Workload::W1
+                | Workload::W2
+                | Workload::W3
+                | Workload::W5
+                | Workload::W6
+                | Workload::W7
+                | Workload::W8
+                | Workload::W8w
         )
     }
 
@@ -142,7 +167,7 @@ impl Workload {
 #[derive(Debug, Parser)]
 #[command(name = "lockbench")]
 struct Args {
-    /// W1, W2, W3, W5, W6, W7: use this server instead of starting a throw-away `redis-server`.
+    /// W1, W2, W3, W5, W6, W7, W8, W8W: use this server instead of starting a throw-away `redis-server`.
     #[arg(long)]
     url: Option<String>,
     /// W4: use these independent servers (comma list or repeated) instead of starting
@@ -168,14 +193,14 @@ struct Args {
     /// W2, W2C, W2A: concurrent tasks.
     #[arg(long, default_value_t = 64)]
     tasks: usize,
-    /// W2, W2C, W2A, W7: measured seconds per contender.
+    /// W2, W2C, W2A, W7, W8: measured seconds per contender.
     #[arg(long, default_value_t = 3.0)]
     duration: f64,
     /// W2: a fixed number of pairs per task instead of `--duration`.
     #[arg(long)]
     per_task: Option<u64>,
-    /// W2, W7: the measured phase of each contender is cut into this many slices, which take
-    /// turns between the contenders.
+    /// W2, W7, W8: the measured phase of each contender is cut into this many slices, which
+    /// take turns between the contenders.
     #[arg(long, default_value_t = 6)]
     slices: u32,
     /// W3: tasks contending on the one key.
@@ -221,6 +246,22 @@ struct Args {
     /// W7: the permits of the contended rows (the `-nowait` rows have one per task).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
     w7_permits: u32,
+    /// W8: tasks taking and releasing the read lock of one name, on one client per row.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
+    w8_tasks: u64,
+    /// W8W: reader tasks, each holding the read lock `--w8w-hold-ms` and taking it again at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    w8w_readers: u64,
+    /// W8W: how long a reader (and the writer, once in) holds the lock, in ms.
+    #[arg(long, default_value_t = 2)]
+    w8w_hold_ms: u64,
+    /// W8W: seconds per row during which the writer starts attempts (twice `--w8w-give-up`:
+    /// a writer that never gets in still makes two attempts).
+    #[arg(long, default_value_t = 20.0)]
+    w8w_duration: f64,
+    /// W8W: seconds one write attempt waits at most before it is given up.
+    #[arg(long, default_value_t = 10.0)]
+    w8w_give_up: f64,
     /// Workloads to run.
     #[arg(long, value_delimiter = ',', default_value = "w1,w2")]
     workloads: Vec<Workload>,
@@ -255,7 +296,8 @@ struct Args {
     plot_from: Option<PathBuf>,
     /// A seconds-long pass for CI: overrides the counts (`--iterations 300 --w4-iterations 300
     /// --warmup 50 --chunk 100 --duration 0.5 --slices 2 --w3-duration 1 --locks 1000
-    /// --w5-periods 1 --waiters 500`, no `--per-task`) and skips `redis-benchmark`.
+    /// --w5-periods 1 --waiters 500 --w8w-duration 1 --w8w-give-up 1`, no `--per-task`) and
+    /// skips `redis-benchmark`.
     #[arg(long)]
     smoke: bool,
 }
@@ -274,6 +316,8 @@ impl Args {
         self.locks = 1_000;
         self.w5_periods = 1;
         self.waiters = 500;
+        self.w8w_duration = 1.0;
+        self.w8w_give_up = 1.0;
         self.no_redis_benchmark = true;
     }
 }
@@ -458,6 +502,24 @@ fn main() -> Result<(), BenchError> {
         measurement::print_ratios(&semaphore);
         ratios.extend(semaphore);
     }
+    if args.workloads.contains(&Workload::W8) {
+        let reads = w8::ratios(&medians);
+        println!(
+            "--- W8 ratios (distlock-read ÷ Redisson's scripts on a raw client, and ÷ the exclusive lock; ops/s: higher = the read lock faster; p50: lower = the read lock faster), loadavg {} ---",
+            loadavg()
+        );
+        measurement::print_ratios(&reads);
+        ratios.extend(reads);
+    }
+    if args.workloads.contains(&Workload::W8w) {
+        let writer = w8w::ratios(&medians);
+        println!(
+            "--- W8W ratios (the writer's p50 wait, distlock ÷ Redisson's scripts; lower = distlock's writer gets in sooner), loadavg {} ---",
+            loadavg()
+        );
+        measurement::print_ratios(&writer);
+        ratios.extend(writer);
+    }
     if !node_urls.is_empty() {
         let multi = w4::ratios(&medians, &counts);
         println!(
@@ -531,8 +593,8 @@ struct Topologies {
     pair_urls: Option<(String, String)>,
 }
 
-/// Every selected workload × contender, each contender on a fresh connection. W1, W2, W3, W5 and
-/// W6 run on `url`, W4 on `node_urls`, the others on `topologies`.
+/// Every selected workload × contender, each contender on a fresh connection. W1–W3 and W5–W8W
+/// run on `url`, W4 on `node_urls`, the others on `topologies`.
 async fn run_all(
     args: &Args,
     url: Option<&str>,
@@ -636,6 +698,41 @@ async fn run_all(
                     }
                     w7::run(url, probe, &prefix, config).await?
                 }
+                (Workload::W8, Some((url, probe))) => {
+                    let config = w8::Config {
+                        tasks: usize::try_from(args.w8_tasks)?,
+                        duration: Duration::from_secs_f64(args.duration),
+                        slices: args.slices.max(1),
+                        warmup: Duration::from_millis(300),
+                    };
+                    if round == 1 {
+                        println!(
+                            "lockbench W8: {} tasks on one client per row take and release the lock of one name (read lock; distlock-exclusive: the plain lock), {} s per row in {} slices; op = lock + release, latency = lock call -> release returned",
+                            config.tasks, args.duration, config.slices
+                        );
+                    }
+                    w8::run(url, probe, &prefix, config).await?
+                }
+                (Workload::W8w, Some((url, probe))) => {
+                    let config = w8w::Config {
+                        readers: usize::try_from(args.w8w_readers)?,
+                        hold: Duration::from_millis(args.w8w_hold_ms),
+                        duration: Duration::from_secs_f64(args.w8w_duration),
+                        give_up: Duration::from_secs_f64(args.w8w_give_up),
+                    };
+                    if round == 1 {
+                        println!(
+                            "lockbench W8W: {} readers on one client per row hold the read lock {} ms each and take it again at once; one writer on the same client tries for the write lock (holds {} ms, asks again {} ms after a write, gives an attempt up after {} s) for {} s; op = write attempt, latency = the writer's wait, costs per read or write pair",
+                            config.readers,
+                            args.w8w_hold_ms,
+                            args.w8w_hold_ms,
+                            w8w::WRITER_PAUSE.as_millis(),
+                            args.w8w_give_up,
+                            args.w8w_duration
+                        );
+                    }
+                    w8w::run(url, probe, &prefix, config).await?
+                }
                 (Workload::W6, Some((url, probe))) => {
                     let config = w6::Config {
                         waiters: args.waiters,
@@ -736,7 +833,9 @@ async fn run_rows(
         | Workload::W5
         | Workload::W5c
         | Workload::W6
-        | Workload::W7 => Err(format!("{label}: not a W1 or W2 loop").into()),
+        | Workload::W7
+        | Workload::W8
+        | Workload::W8w => Err(format!("{label}: not a W1 or W2 loop").into()),
     }
 }
 

@@ -70,7 +70,8 @@ impl Tally {
 /// The result of one workload for one contender. An op is one lock + unlock pair.
 #[derive(Debug)]
 pub struct Measurement {
-    /// `W1` … `W7`; `W1C`, `W2C`, `W5C` (a cluster); `W1A`, `W2A` (a primary and its replica).
+    /// `W1` … `W8`, `W8W`; `W1C`, `W2C`, `W5C` (a cluster); `W1A`, `W2A` (a primary and its
+    /// replica).
     pub workload: &'static str,
     /// The contender's row name, e.g. `distlock-fixed` or `redlock-3`.
     pub contender: &'static str,
@@ -92,9 +93,10 @@ pub struct Measurement {
     /// Which round (1-based) of `--rounds` this row is from.
     pub round: usize,
     /// What `cost` is spread over: `op` (a lock + unlock pair; W3: a handoff; W6: a wake-up; W7:
-    /// an acquire + release pair) or `period` (W5: one watchdog renewal period).
+    /// an acquire + release pair), `period` (W5: one watchdog renewal period) or `pair` (W8W,
+    /// whose ops are write attempts: every read or write pair of the row).
     pub per: &'static str,
-    /// Workload-specific figures (W3, W5, W6), printed as `name=value` after the line and written
+    /// Workload-specific figures (W3, W5, W6, W7, W8, W8W), printed as `name=value` after the line and written
     /// to the JSON row under `extra`.
     pub extra: Vec<(&'static str, f64)>,
 }

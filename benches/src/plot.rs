@@ -18,10 +18,10 @@ pub struct PlotRow {
     pub workload: String,
     /// The row's name, e.g. `distlock-fixed`.
     pub contender: String,
-    /// Ops (lock + unlock pairs; W3 handoffs, W6 wake-ups, W7 acquire + release pairs) per
-    /// second.
+    /// Ops (lock + unlock pairs; W3 handoffs, W6 wake-ups, W7 acquire + release pairs, W8W
+    /// write attempts) per second.
     pub ops_per_sec: f64,
-    /// 99th percentile latency in microseconds.
+    /// 99th percentile latency in microseconds (W8W: of the writer's wait).
     pub p99_us: f64,
 }
 
@@ -328,6 +328,7 @@ mod tests {
             "performance.json",
             "performance-cluster.json",
             "performance-semaphore.json",
+            "performance-rwlock.json",
         ] {
             let path = format!("{}/../docs/{file}", env!("CARGO_MANIFEST_DIR"));
             let text = std::fs::read_to_string(&path).expect("docs JSON");

@@ -296,6 +296,14 @@ impl Counters {
             .sum()
     }
 
+    /// Adds calls of the commands named, as a difference would have them (tests).
+    #[cfg(test)]
+    pub fn record_calls(&mut self, calls: &[(&str, u64)]) {
+        for &(name, count) in calls {
+            self.commands.entry(name.to_owned()).or_default().0 += count;
+        }
+    }
+
     /// This difference spread over `ops` ops.
     pub fn per_op(&self, ops: u64) -> Cost {
         let ops_f = ops.max(1) as f64;
