@@ -17,7 +17,9 @@
 //! `read` for the readers, `write_with` and a bounded wait for the writer) and `raw-scripts`
 //! (Redisson's `RReadWriteLock` scripts on a raw client, waiting as Redisson's `lock()` and
 //! `tryLock(waitTime)` do; see [`RawRwLock`]), the writer on the readers' client; and
-//! `distlock-writer-apart` and `raw-scripts-apart`, the same with the writer on a client (its
+//! `distlock-writer-preferring`, the writer apart on a `RwLocker::writer_preferring` (waiting, it
+//! holds new readers back); `distlock-writer-apart` and `raw-scripts-apart`, the same with the
+//! writer on a client (its
 //! connections, its notifications) of its own, as a writer in another process would be.
 
 use std::sync::Arc;
@@ -152,10 +154,14 @@ impl Client {
     }
 }
 
-/// A client of `key` at `url`: distlock's or the raw one.
-async fn connect(url: &str, key: &str, raw: bool) -> Result<Client, BenchError> {
+/// A client of `key` at `url`: distlock's (writers preferred with `prefer`) or the raw one.
+async fn connect(url: &str, key: &str, raw: bool, prefer: bool) -> Result<Client, BenchError> {
     Ok(if raw {
         Client::Raw(RawRwLock::connect(url, key).await?)
+    } else if prefer {
+        Client::Distlock(RwLocker::writer_preferring(
+            RedisBackend::connect(url).await?,
+        ))
     } else {
         Client::Distlock(RwLocker::new(RedisBackend::connect(url).await?))
     })
@@ -168,17 +174,20 @@ pub async fn run(
     prefix: &str,
     config: Config,
 ) -> Result<Vec<Measurement>, BenchError> {
-    let mut out = Vec::with_capacity(4);
-    for (name, raw, apart) in [
-        ("distlock-writer", false, false),
-        ("raw-scripts", true, false),
-        ("distlock-writer-apart", false, true),
-        ("raw-scripts-apart", true, true),
+    let mut out = Vec::with_capacity(5);
+    for (name, raw, apart, prefer) in [
+        ("distlock-writer", false, false, false),
+        ("raw-scripts", true, false, false),
+        ("distlock-writer-apart", false, true, false),
+        ("raw-scripts-apart", true, true, false),
+        // The writer on a client of its own made with `RwLocker::writer_preferring`: waiting,
+        // it holds new readers back.
+        ("distlock-writer-preferring", false, true, true),
     ] {
         let key = format!("{prefix}:w8w:{name}");
-        let client = connect(url, &key, raw).await?;
+        let client = connect(url, &key, raw, false).await?;
         let writer_client = if apart {
-            connect(url, &key, raw).await?
+            connect(url, &key, raw, prefer).await?
         } else {
             client.clone()
         };

@@ -120,6 +120,17 @@ pub trait ReadWriteBackend: Send + Sync + 'static {
     /// The write side, sharing this backend's store, connections and client id.
     fn write_side(&self) -> Self::Write;
 
+    /// The write side with **writers preferred**: a writer that waits ([`LockBackend::queues`]
+    /// is `true` for it) records itself as waiting, with a deadline of
+    /// [`QUEUE_TIMEOUT`](crate::fair_backend::QUEUE_TIMEOUT) from each attempt by the store's
+    /// clock, and while any writer waits, the read side grants no read hold to an owner field
+    /// that holds none (re-entries and a writer's own downgrade still go through); the last
+    /// reader leaving then wakes every waiter, so the writer is among them. A writer that gives
+    /// up leaves ([`LockBackend::leave_queue`]); one that went away is forgotten when its
+    /// deadline passes. Under a steady stream of readers, a writer of this side gets the lock
+    /// once the readers in at its arrival have left.
+    fn preferring_write_side(&self) -> Self::Write;
+
     /// Both sides of the lock `name` in one consistent snapshot (read only).
     ///
     /// # Errors

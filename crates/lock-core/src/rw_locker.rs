@@ -24,7 +24,9 @@ use crate::rw_backend::{ReadWriteBackend, RwState};
 /// calling it an upgrade.)
 ///
 /// Readers are not held back by waiting writers (as in Redisson): under a steady stream of
-/// overlapping readers a writer waits until they all leave. See `docs/lock-family.md`.
+/// overlapping readers a writer waits until they all leave, which may be never. Made with
+/// [`RwLocker::writer_preferring`], waiting writers hold new readers back instead. See
+/// `docs/lock-family.md` and the W8W benchmark in `docs/performance.md`.
 ///
 /// Cheap to clone.
 ///
@@ -72,15 +74,45 @@ impl<B: ReadWriteBackend> std::fmt::Debug for RwLocker<B> {
 }
 
 impl<B: ReadWriteBackend> RwLocker<B> {
-    /// Read-write locks over `backend`.
+    /// Read-write locks over `backend`; readers are not held back by waiting writers (as in
+    /// Redisson), which gives the most read throughput but can keep a writer waiting for as long
+    /// as overlapping readers keep coming.
     #[must_use]
     pub fn new(backend: B) -> Self {
-        let reads = Locker::new(backend.read_side());
         let writes = Locker::new(backend.write_side());
+        Self::with_write_side(backend, writes)
+    }
+
+    /// Read-write locks over `backend` with **writers preferred**: while a writer of this
+    /// locker waits, new readers wait too (see [`ReadWriteBackend::preferring_write_side`]), so
+    /// a writer gets the lock once the readers already in have left. Readers of Redisson, and
+    /// of a locker made with [`RwLocker::new`], are not held back by it: they see the same
+    /// lock, without the waiting writers.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use lock_core::{MemoryBackend, RwLocker};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> lock_core::Result<()> {
+    /// let locks = RwLocker::writer_preferring(MemoryBackend::new());
+    /// let writing = locks.write("config").await?;
+    /// writing.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn writer_preferring(backend: B) -> Self {
+        let writes = Locker::new(backend.preferring_write_side());
+        Self::with_write_side(backend, writes)
+    }
+
+    fn with_write_side(backend: B, writes: Locker<B::Write>) -> Self {
         RwLocker {
-            backend: std::sync::Arc::new(backend),
-            reads,
+            reads: Locker::new(backend.read_side()),
             writes,
+            backend: std::sync::Arc::new(backend),
         }
     }
 

@@ -902,6 +902,77 @@ where
     assert_free(&a, &name).await;
 }
 
+/// With writers preferred ([`RwLocker::writer_preferring`]), a writer gets the lock under a
+/// steady stream of overlapping readers (which, without it, can keep a writer out for good);
+/// readers held back come in again once the writer is done, or gives up.
+pub async fn rw_writer_preferring_is_not_starved<H: Harness>(harness: &H)
+where
+    H::Backend: ReadWriteBackend,
+{
+    let name = fresh_name("rw-prefer");
+    let readers = rw_client(harness).await;
+    let writers = RwLocker::writer_preferring(harness.client().await);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reads = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut stream = Vec::new();
+    for _ in 0..4 {
+        let (readers, name, stop, reads) =
+            (readers.clone(), name.clone(), stop.clone(), reads.clone());
+        stream.push(tokio::spawn(async move {
+            let options = LockOptions::new().owner(lock_core::Owner::new());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let guard = readers.read_with(&name, &options).await.expect("read");
+                reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                sleep(Duration::from_millis(40)).await;
+                assert!(guard.release().await.expect("release").was_held());
+            }
+        }));
+    }
+    // The stream is under way: the readers overlap, so the lock is never free on its own.
+    sleep(Duration::from_millis(300)).await;
+    let asked_at = Instant::now();
+    let writing = timeout(Duration::from_secs(3), writers.write(&name))
+        .await
+        .expect("the preferred writer gets in while the readers keep coming")
+        .expect("write");
+    let waited = asked_at.elapsed();
+    assert!(
+        waited < Duration::from_secs(2),
+        "the writer waited {waited:?}"
+    );
+    let state = readers.state(&name).await.expect("state");
+    assert_eq!(state.mode, Some(RwMode::Write));
+    assert!(state.readers.is_empty(), "{state:?}");
+    let before = reads.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(writing.release().await.expect("release").was_held());
+    sleep(Duration::from_millis(500)).await;
+    assert!(
+        reads.load(std::sync::atomic::Ordering::Relaxed) > before,
+        "readers come back after the writer"
+    );
+    // A preferred writer that gives up lets the readers in again at once.
+    let gave_up = writers
+        .write_with(&name, &LockOptions::new().wait(Duration::from_millis(30)))
+        .await;
+    if let Ok(guard) = gave_up {
+        assert!(guard.release().await.expect("release").was_held());
+    }
+    let before = reads.load(std::sync::atomic::Ordering::Relaxed);
+    sleep(Duration::from_millis(500)).await;
+    assert!(
+        reads.load(std::sync::atomic::Ordering::Relaxed) > before,
+        "readers come back after a writer gives up"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for task in stream {
+        timeout(Duration::from_secs(5), task)
+            .await
+            .expect("the readers finish")
+            .expect("task");
+    }
+    assert!(!readers.state(&name).await.expect("state").is_locked());
+}
+
 /// Generates one `#[test]` per read-write lock conformance case for a harness expression whose
 /// backend implements [`ReadWriteBackend`], as [`conformance_tests!`](crate::conformance_tests)
 /// does for locks (`@sequence` included).
@@ -938,6 +1009,7 @@ macro_rules! rw_conformance_tests {
             rw_fencing_tokens_increase,
             rw_bad_input_is_rejected,
             rw_cancelled_wait_leaves_nothing,
+            rw_writer_preferring_is_not_starved,
         }
     };
     (@run $harness:expr; $($case:ident),* $(,)?) => {

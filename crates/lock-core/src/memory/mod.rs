@@ -44,6 +44,8 @@ pub(super) struct Tables {
     semaphores: HashMap<String, i64>,
     /// Read-write locks.
     rwlocks: HashMap<String, rwlock::RwHeld>,
+    /// Writers of writer-preferring sides waiting for a read-write lock, with their deadlines.
+    rw_writers_waiting: HashMap<String, Vec<(String, Instant)>>,
     /// Elections: name → the leader's owner field and value (the leadership is the lock in
     /// `locks`).
     leaders: HashMap<String, (String, String)>,

@@ -13,6 +13,7 @@ use crate::backend::{
     Renewal,
 };
 use crate::error::{Error, Result};
+use crate::fair_backend::QUEUE_TIMEOUT;
 use crate::memory::{MemoryBackend, Tables};
 use crate::notify::ReleaseWatch;
 use crate::rw_backend::{ReadWriteBackend, RwMode, RwState};
@@ -47,6 +48,28 @@ fn live<'a>(tables: &'a mut Tables, name: &str) -> Option<&'a mut RwHeld> {
         tables.rwlocks.remove(name);
     }
     tables.rwlocks.get_mut(name)
+}
+
+/// Whether a writer of a writer-preferring side waits for `name` (lapsed ones forgotten): how
+/// long until the first of their places lapses.
+fn writer_waits(tables: &mut Tables, name: &str, now: Instant) -> Option<Duration> {
+    let waiting = tables.rw_writers_waiting.get_mut(name)?;
+    waiting.retain(|(_, deadline)| *deadline > now);
+    let first = waiting.iter().map(|(_, deadline)| *deadline).min();
+    if waiting.is_empty() {
+        tables.rw_writers_waiting.remove(name);
+    }
+    first.map(|deadline| deadline.saturating_duration_since(now))
+}
+
+/// Forgets that `owner_field` waits to write `name`.
+fn stop_waiting(tables: &mut Tables, name: &str, owner_field: &str) {
+    if let Some(waiting) = tables.rw_writers_waiting.get_mut(name) {
+        waiting.retain(|(field, _)| field != owner_field);
+        if waiting.is_empty() {
+            tables.rw_writers_waiting.remove(name);
+        }
+    }
 }
 
 /// The hub topic of the read-write lock `name`, shared by both sides.
@@ -90,7 +113,13 @@ fn after_last_read_hold(tables: &mut Tables, name: &str) -> Wake {
         return Wake::Nobody;
     }
     tables.rwlocks.remove(name);
-    Wake::One
+    // With writers waiting, the one woken must be able to take it: wake them all (held-back
+    // readers look and wait again).
+    if writer_waits(tables, name, now).is_some() {
+        Wake::All
+    } else {
+        Wake::One
+    }
 }
 
 /// After the writer's last write hold went: free, or back to read mode when the same owner
@@ -136,9 +165,10 @@ impl MemoryBackend {
 #[derive(Clone, Debug)]
 pub struct MemoryReadSide(MemoryBackend);
 
-/// The write side of [`MemoryBackend`]'s read-write locks.
+/// The write side of [`MemoryBackend`]'s read-write locks (writers preferred when `1` is true:
+/// see [`ReadWriteBackend::preferring_write_side`]).
 #[derive(Clone, Debug)]
-pub struct MemoryWriteSide(MemoryBackend);
+pub struct MemoryWriteSide(MemoryBackend, bool);
 
 impl ReadWriteBackend for MemoryBackend {
     type Read = MemoryReadSide;
@@ -149,7 +179,11 @@ impl ReadWriteBackend for MemoryBackend {
     }
 
     fn write_side(&self) -> MemoryWriteSide {
-        MemoryWriteSide(self.clone())
+        MemoryWriteSide(self.clone(), false)
+    }
+
+    fn preferring_write_side(&self) -> MemoryWriteSide {
+        MemoryWriteSide(self.clone(), true)
     }
 
     async fn rw_state(&self, name: &str) -> Result<RwState> {
@@ -192,6 +226,23 @@ impl LockBackend for MemoryReadSide {
         let mut tables = self.0.tables();
         let now = Instant::now();
         let until = now + request.lease;
+        // A writer of a writer-preferring side waits: no read hold for an owner field that
+        // holds none (its re-entries and a writer's downgrade still go through).
+        if let Some(wait) = writer_waits(&mut tables, request.name, now) {
+            let holds = live(&mut tables, request.name).is_some_and(|held| {
+                held.readers.contains_key(request.owner_field)
+                    || held
+                        .writer
+                        .as_ref()
+                        .is_some_and(|(field, _)| field == request.owner_field)
+            });
+            if !holds {
+                let ttl = live(&mut tables, request.name).map_or(wait, |held| {
+                    held.expires_at.saturating_duration_since(now).min(wait)
+                });
+                return Ok(AcquireOutcome::Held { ttl: Some(ttl) });
+            }
+        }
         match live(&mut tables, request.name) {
             None => {
                 tables.rwlocks.insert(
@@ -365,11 +416,22 @@ impl LockBackend for MemoryWriteSide {
                     });
                 }
                 _ => {
-                    let ttl = held.expires_at.saturating_duration_since(now);
+                    let mut ttl = held.expires_at.saturating_duration_since(now);
+                    if self.1 && request.waits {
+                        let deadline = now + QUEUE_TIMEOUT;
+                        let waiting = tables
+                            .rw_writers_waiting
+                            .entry(request.name.to_owned())
+                            .or_default();
+                        waiting.retain(|(field, _)| field != request.owner_field);
+                        waiting.push((request.owner_field.to_owned(), deadline));
+                        ttl = ttl.min(QUEUE_TIMEOUT / 3);
+                    }
                     return Ok(AcquireOutcome::Held { ttl: Some(ttl) });
                 }
             },
         };
+        stop_waiting(&mut tables, request.name, request.owner_field);
         let fencing_token = next_token(&mut tables, request.name, request.fencing);
         Ok(AcquireOutcome::Acquired(Grant {
             hold_count,
@@ -413,6 +475,22 @@ impl LockBackend for MemoryWriteSide {
 
     async fn force_release(&self, name: &str) -> Result<bool> {
         Ok(self.0.rw_force_release(name, RwMode::Write))
+    }
+
+    fn queues(&self) -> bool {
+        self.1
+    }
+
+    async fn leave_queue(&self, name: &str, owner_field: &str) -> Result<()> {
+        let mut tables = self.0.tables();
+        stop_waiting(&mut tables, name, owner_field);
+        let readers_may_come = writer_waits(&mut tables, name, Instant::now()).is_none();
+        drop(tables);
+        if readers_may_come {
+            // Readers held back by this writer may come in now.
+            self.0.wake_rw(name, Wake::All);
+        }
+        Ok(())
     }
 
     async fn inspect(&self, name: &str) -> Result<LockState> {

@@ -30,7 +30,7 @@ use crate::wire::keys;
 /// # }
 /// ```
 #[derive(Clone, Debug)]
-pub struct RedisReadSide(RedisBackend);
+pub struct RedisReadSide(RedisBackend, Side);
 
 /// The write side of a [`RedisBackend`]'s read-write locks (see [`ReadWriteBackend`]): one
 /// writer per name. Made by [`ReadWriteBackend::write_side`].
@@ -49,18 +49,22 @@ pub struct RedisReadSide(RedisBackend);
 /// # }
 /// ```
 #[derive(Clone, Debug)]
-pub struct RedisWriteSide(RedisBackend);
+pub struct RedisWriteSide(RedisBackend, Side);
 
 impl ReadWriteBackend for RedisBackend {
     type Read = RedisReadSide;
     type Write = RedisWriteSide;
 
     fn read_side(&self) -> RedisReadSide {
-        RedisReadSide(self.clone())
+        RedisReadSide(self.clone(), Side::Read)
     }
 
     fn write_side(&self) -> RedisWriteSide {
-        RedisWriteSide(self.clone())
+        RedisWriteSide(self.clone(), Side::Write { prefer: false })
+    }
+
+    fn preferring_write_side(&self) -> RedisWriteSide {
+        RedisWriteSide(self.clone(), Side::Write { prefer: true })
     }
 
     async fn rw_state(&self, name: &str) -> Result<RwState> {
@@ -70,7 +74,7 @@ impl ReadWriteBackend for RedisBackend {
 
 /// One side's `LockBackend`, the same for both but for the side.
 macro_rules! side_backend {
-    ($side_type:ident, $side:expr, $kind:literal) => {
+    ($side_type:ident, $kind:literal) => {
         impl LockBackend for $side_type {
             fn client_id(&self) -> &str {
                 self.0.client_id()
@@ -85,7 +89,7 @@ macro_rules! side_backend {
             }
 
             async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
-                rwlock::try_acquire(self.0.calls(), $side, request).await
+                rwlock::try_acquire(self.0.calls(), self.1, request).await
             }
 
             async fn release(
@@ -94,31 +98,42 @@ macro_rules! side_backend {
                 owner_field: &str,
                 lease: Duration,
             ) -> Result<ReleaseOutcome> {
-                rwlock::release(self.0.calls(), $side, name, owner_field, lease).await
+                rwlock::release(self.0.calls(), self.1, name, owner_field, lease).await
             }
 
             async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
-                rwlock::renew(self.0.calls(), $side, renewals).await
+                rwlock::renew(self.0.calls(), self.1, renewals).await
             }
 
             async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
-                rwlock::abandon(self.0.calls(), $side, name, owner_field, keep).await
+                rwlock::abandon(self.0.calls(), self.1, name, owner_field, keep).await
             }
 
             async fn force_release(&self, name: &str) -> Result<bool> {
-                rwlock::force_release(self.0.calls(), $side, name).await
+                rwlock::force_release(self.0.calls(), self.1, name).await
             }
 
             async fn inspect(&self, name: &str) -> Result<LockState> {
-                rwlock::inspect(self.0.calls(), $side, name).await
+                rwlock::inspect(self.0.calls(), self.1, name).await
             }
 
             async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
                 self.0.notifications().watch(&keys::rw_channel(name)).await
             }
+
+            fn queues(&self) -> bool {
+                self.1 == Side::Write { prefer: true }
+            }
+
+            async fn leave_queue(&self, name: &str, owner_field: &str) -> Result<()> {
+                if !self.queues() {
+                    return Ok(());
+                }
+                rwlock::leave_queue(self.0.calls(), name, owner_field).await
+            }
         }
     };
 }
 
-side_backend!(RedisReadSide, Side::Read, "read");
-side_backend!(RedisWriteSide, Side::Write, "write");
+side_backend!(RedisReadSide, "read");
+side_backend!(RedisWriteSide, "write");

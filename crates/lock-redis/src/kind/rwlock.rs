@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use lock_core::fair_backend::QUEUE_TIMEOUT;
 use lock_core::{
     AcquireOutcome, AcquireRequest, Error, LockState, ReleaseOutcome, RenewOutcome, Renewal,
     Result, RwMode, RwState,
@@ -18,23 +19,35 @@ use crate::wire::keys;
 use crate::wire::lock_script::LockScript;
 use crate::wire::reply::{acquire_outcome, count, millis, ttl_from_pttl};
 use crate::wire::scripts::{
-    INSPECT, RENEW, RENEW_ACROSS_SLOTS, RW_FORCE_RELEASE, RW_READ_ABANDON, RW_READ_ACQUIRE,
-    RW_READ_RELEASE, RW_READ_RENEW, RW_READ_RENEW_ACROSS_SLOTS, RW_WRITE_ABANDON, RW_WRITE_ACQUIRE,
-    RW_WRITE_RELEASE,
+    INSPECT, RENEW, RENEW_ACROSS_SLOTS, RW_FORCE_RELEASE, RW_LEAVE, RW_READ_ABANDON,
+    RW_READ_ACQUIRE, RW_READ_RELEASE, RW_READ_RENEW, RW_READ_RENEW_ACROSS_SLOTS, RW_WRITE_ABANDON,
+    RW_WRITE_ACQUIRE, RW_WRITE_RELEASE,
 };
 
 /// One side of the lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Side {
     Read,
-    Write,
+    /// The write side; `prefer`: writers preferred (a waiting writer holds new readers back).
+    Write {
+        prefer: bool,
+    },
 }
 
 impl Side {
     fn mode(self) -> &'static str {
         match self {
             Side::Read => "read",
-            Side::Write => "write",
+            Side::Write { .. } => "write",
+        }
+    }
+
+    /// How many keys the side's release script declares (the read side's also reads the
+    /// writers waiting).
+    fn release_keys(self) -> usize {
+        match self {
+            Side::Read => 2,
+            Side::Write { .. } => 1,
         }
     }
 
@@ -42,7 +55,7 @@ impl Side {
     fn field(self, owner_field: &str) -> String {
         match self {
             Side::Read => owner_field.to_owned(),
-            Side::Write => format!("{owner_field}{}", keys::WRITE_FIELD_SUFFIX),
+            Side::Write { .. } => format!("{owner_field}{}", keys::WRITE_FIELD_SUFFIX),
         }
     }
 }
@@ -55,25 +68,34 @@ pub(crate) async fn try_acquire(
     request: AcquireRequest<'_>,
 ) -> Result<AcquireOutcome> {
     let token_key = keys::token_key(request.name);
-    let write_field = Side::Write.field(request.owner_field);
+    let writers = keys::rw_writers_waiting(request.name);
+    let write_field = Side::Write { prefer: false }.field(request.owner_field);
     let (script, first, second): (&LockScript, &str, &str) = match side {
         Side::Read => (&RW_READ_ACQUIRE, request.owner_field, &write_field),
-        Side::Write => (&RW_WRITE_ACQUIRE, &write_field, request.owner_field),
+        Side::Write { .. } => (&RW_WRITE_ACQUIRE, &write_field, request.owner_field),
     };
     let (reply, acknowledged): (Vec<i64>, _) = calls
         .run_write(
             request.name,
             script,
-            2,
+            3,
             calls.call_timeout(Some(request.lease)),
             |command| {
                 command
                     .arg(request.name)
                     .arg(&token_key)
+                    .arg(&writers)
                     .arg(millis(request.lease))
                     .arg(first)
                     .arg(second)
                     .arg(if request.fencing { "1" } else { "0" });
+                if let Side::Write { prefer } = side {
+                    // The request id follows; the writer's preference and its place's length
+                    // come before it.
+                    command
+                        .arg(if prefer && request.waits { "1" } else { "0" })
+                        .arg(millis(QUEUE_TIMEOUT));
+                }
             },
         )
         .await?;
@@ -110,12 +132,16 @@ fn release_arguments(
     lease: std::time::Duration,
     announce: Announce,
 ) {
-    command.arg(name).arg(field);
+    command.arg(name);
+    if side == Side::Read {
+        command.arg(keys::rw_writers_waiting(name));
+    }
+    command.arg(field);
     match keep {
         Some(keep) => command.arg(keep),
         None => command.arg(""),
     };
-    if side == Side::Write {
+    if let Side::Write { .. } = side {
         command.arg(millis(lease));
     }
     command.arg(keys::rw_channel(name)).arg(announce.arg());
@@ -132,12 +158,18 @@ pub(crate) async fn release(
     let field = side.field(owner_field);
     let script = match side {
         Side::Read => &RW_READ_RELEASE,
-        Side::Write => &RW_WRITE_RELEASE,
+        Side::Write { .. } => &RW_WRITE_RELEASE,
     };
     let ((left,), acknowledged): ((i64,), _) = calls
-        .run_write(name, script, 1, calls.call_timeout(None), |command| {
-            release_arguments(command, side, name, &field, None, lease, calls.announce());
-        })
+        .run_write(
+            name,
+            script,
+            side.release_keys(),
+            calls.call_timeout(None),
+            |command| {
+                release_arguments(command, side, name, &field, None, lease, calls.announce());
+            },
+        )
         .await?;
     replicated::log_release(calls, name, acknowledged);
     Ok(match left {
@@ -160,10 +192,10 @@ pub(crate) async fn renew(
         Side::Read => {
             scripted::renew(calls, &RW_READ_RENEW, &RW_READ_RENEW_ACROSS_SLOTS, renewals).await
         }
-        Side::Write => {
+        Side::Write { .. } => {
             let fields: Vec<String> = renewals
                 .iter()
-                .map(|renewal| Side::Write.field(renewal.owner_field))
+                .map(|renewal| side.field(renewal.owner_field))
                 .collect();
             let renewals: Vec<Renewal<'_>> = renewals
                 .iter()
@@ -198,7 +230,7 @@ pub(crate) async fn abandon(
         .run_behind(
             name,
             cleanup.script(),
-            1,
+            side.release_keys(),
             calls.call_timeout(None),
             |command| {
                 release_arguments(
@@ -219,6 +251,20 @@ pub(crate) async fn abandon(
         }
         return Err(error);
     }
+    Ok(())
+}
+
+/// `LockBackend::leave_queue` of a writer-preferring write side: the writer no longer waits.
+pub(crate) async fn leave_queue(calls: &Arc<Calls>, name: &str, owner_field: &str) -> Result<()> {
+    let (_was,): (i64,) = calls
+        .run_behind(name, &RW_LEAVE, 1, calls.call_timeout(None), |command| {
+            command
+                .arg(keys::rw_writers_waiting(name))
+                .arg(owner_field)
+                .arg(keys::rw_channel(name))
+                .arg(calls.announce().arg());
+        })
+        .await?;
     Ok(())
 }
 
@@ -290,7 +336,7 @@ pub(crate) async fn inspect(calls: &Calls, side: Side, name: &str) -> Result<Loc
     let state = state(calls, name).await?;
     let holders = match side {
         Side::Read => state.readers,
-        Side::Write => state.writer.into_iter().collect(),
+        Side::Write { .. } => state.writer.into_iter().collect(),
     };
     let ttl = state.ttl.filter(|_| !holders.is_empty());
     Ok(LockState::new(holders, ttl))
@@ -311,7 +357,7 @@ impl Cleanup {
     fn script(&self) -> &'static LockScript {
         match self.side {
             Side::Read => &RW_READ_ABANDON,
-            Side::Write => &RW_WRITE_ABANDON,
+            Side::Write { .. } => &RW_WRITE_ABANDON,
         }
     }
 }
@@ -324,7 +370,7 @@ impl Deferred for Cleanup {
     fn command(&self, request_id: u64) -> Cmd {
         self.script().command(
             true,
-            1,
+            self.side.release_keys(),
             |command| {
                 release_arguments(
                     command,

@@ -2,11 +2,13 @@
 -- Take the read side of a read-write lock (Redisson's RReadWriteLock: a hash with `mode`, each
 -- reader's hold count under its owner field, the writer's under `<owner>:write`, and one timeout
 -- key per read hold, `{name}:<owner>:rwlock_timeout:<k>`, carrying that hold's lease).
--- KEYS[1] lock hash, KEYS[2] fencing counter
+-- KEYS[1] lock hash, KEYS[2] fencing counter, KEYS[3] writers waiting (writer-preferring ones,
+-- scored by the deadline of their place in Unix ms)
 -- ARGV[1] lease in ms, ARGV[2] owner field, ARGV[3] the owner's write field, ARGV[4] '1' to hand
 -- out a fencing token, ARGV[5] request id
 -- Returns {request id, 1, read hold count, token or 0} when granted (free, read mode, or a
--- downgrade: write mode held by this owner), {request id, 0, pttl} otherwise.
+-- downgrade: write mode held by this owner), {request id, 0, ms to wait at most} otherwise.
+-- While a writer-preferring writer waits, an owner holding nothing gets no read hold.
 
 local function next_token()
     if ARGV[4] ~= '1' then
@@ -32,6 +34,23 @@ local function timeout_prefix(field)
 end
 
 local mode = redis.call('hget', KEYS[1], 'mode')
+
+-- Writers waiting (writer-preferring): an owner that holds nothing here waits behind them.
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('zremrangebyscore', KEYS[3], '-inf', now)
+local first = redis.call('zrange', KEYS[3], 0, 0, 'withscores')
+if first[2]
+    and redis.call('hexists', KEYS[1], ARGV[2]) == 0
+    and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    local wait = tonumber(first[2]) - now
+    local pttl = redis.call('pttl', KEYS[1])
+    if pttl >= 0 and pttl < wait then
+        wait = pttl
+    end
+    return {ARGV[5], 0, wait}
+end
+
 if mode == false then
     if redis.call('exists', KEYS[1]) == 1 then
         -- A hash without a mode is a plain lock of the same name: held, not ours to change.

@@ -1,7 +1,7 @@
 #!lua flags=allow-oom
 -- Give back read holds of a read-write lock: one (a release), or down to a count (the cleanup
 -- after a call of unknown outcome). Allowed under OOM: releasing frees memory.
--- KEYS[1] lock hash
+-- KEYS[1] lock hash, KEYS[2] writers waiting (writer-preferring ones)
 -- ARGV[1] owner field, ARGV[2] holds to keep ('' for a release: one less), ARGV[3] the lock's
 -- channel, ARGV[4] how to announce ('p' PUBLISH, 's' SPUBLISH, 'b' both), ARGV[5] request id
 -- Returns {request id, -1} when the owner holds no read hold (nothing changed), else
@@ -75,10 +75,17 @@ if redis.call('hlen', KEYS[1]) > 1 then
     end
 end
 redis.call('del', KEYS[1])
+-- With writers waiting, wake every waiter (1) so the writers are among them; else one (0).
+local message = '0'
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if redis.call('zcount', KEYS[2], now, '+inf') > 0 then
+    message = '1'
+end
 if ARGV[4] ~= 's' then
-    redis.pcall('publish', ARGV[3], '0')
+    redis.pcall('publish', ARGV[3], message)
 end
 if ARGV[4] ~= 'p' then
-    redis.pcall('spublish', ARGV[3], '0')
+    redis.pcall('spublish', ARGV[3], message)
 end
 return {ARGV[5], keep}

@@ -1,12 +1,14 @@
 #!lua
 -- Take the write side of a read-write lock (Redisson's RReadWriteLock layout, see
 -- rw_read_acquire.lua).
--- KEYS[1] lock hash, KEYS[2] fencing counter
+-- KEYS[1] lock hash, KEYS[2] fencing counter, KEYS[3] writers waiting (writer-preferring ones)
 -- ARGV[1] lease in ms, ARGV[2] the owner's write field, ARGV[3] the owner field (its read holds),
--- ARGV[4] '1' to hand out a fencing token, ARGV[5] request id
+-- ARGV[4] '1' to hand out a fencing token, ARGV[5] '1' when the writer is writer-preferring and
+-- waits (it then records itself as waiting: new readers hold back), ARGV[6] how long its place
+-- lasts without it trying again, in ms, ARGV[7] request id
 -- Returns {request id, 1, write hold count, token or 0} when granted (free, or a re-entry),
 -- {request id, -1} when the owner holds the read side (an upgrade would wait for itself;
--- nothing changed), {request id, 0, pttl} otherwise.
+-- nothing changed), {request id, 0, ms to wait at most} otherwise.
 
 local function next_token()
     if ARGV[4] ~= '1' then
@@ -25,12 +27,13 @@ end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     if redis.call('exists', KEYS[1]) == 1 then
-        return {ARGV[5], 0, redis.call('pttl', KEYS[1])}
+        return {ARGV[7], 0, redis.call('pttl', KEYS[1])}
     end
+    redis.call('zrem', KEYS[3], ARGV[3])
     local token = next_token()
     redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return {ARGV[5], 1, 1, token}
+    return {ARGV[7], 1, 1, token}
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     local token = next_token()
@@ -38,9 +41,20 @@ if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
-    return {ARGV[5], 1, count, token}
+    return {ARGV[7], 1, count, token}
 end
 if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
-    return {ARGV[5], -1}
+    return {ARGV[7], -1}
 end
-return {ARGV[5], 0, redis.call('pttl', KEYS[1])}
+local wait = redis.call('pttl', KEYS[1])
+if ARGV[5] == '1' then
+    local time = redis.call('time')
+    local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    redis.call('zadd', KEYS[3], now + tonumber(ARGV[6]), ARGV[3])
+    -- Try again before the place lapses.
+    local again = math.floor(tonumber(ARGV[6]) / 3)
+    if wait < 0 or wait > again then
+        wait = again
+    end
+end
+return {ARGV[7], 0, wait}

@@ -122,6 +122,19 @@ pub fn permits_key(name: &str) -> String {
     }
 }
 
+/// The writers waiting for the read-write lock `name` that hold new readers back (the
+/// writer-preferring ones), scored by the deadline of their place: `{name}:rwlock_writers`
+/// (`name:rwlock_writers` when the name has its own hash tag). distlock's own key: Redisson's
+/// readers do not read it.
+#[must_use]
+pub fn rw_writers_waiting(name: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:rwlock_writers")
+    } else {
+        format!("{{{name}}}:rwlock_writers")
+    }
+}
+
 /// The channel of a countdown latch: `redisson_countdownlatch__channel__{name}`, braces
 /// included whatever the name (Redisson writes it so). For a name with its own hash tag the
 /// channel hashes elsewhere than the latch: on a cluster with sharded pub/sub, its
@@ -239,6 +252,7 @@ mod tests {
             assert_eq!(slot(name), slot(&semaphore_channel(name)), "{name}");
             assert_eq!(slot(name), slot(&rw_channel(name)), "{name}");
             assert_eq!(slot(name), slot(&permits_key(name)), "{name}");
+            assert_eq!(slot(name), slot(&rw_writers_waiting(name)), "{name}");
             assert_eq!(slot(name), slot(&fair_queue(name)), "{name}");
             assert_eq!(slot(name), slot(&election_values(name)), "{name}");
             assert_eq!(slot(name), slot(&election_channel(name)), "{name}");

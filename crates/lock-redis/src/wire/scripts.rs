@@ -61,6 +61,8 @@ pub(crate) static RW_WRITE_RELEASE: LazyLock<LockScript> =
 /// The write release script lowering to a count, sent whole (see [`RW_READ_ABANDON`]).
 pub(crate) static RW_WRITE_ABANDON: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::sent_whole(include_str!("../scripts/rw_write_release.lua")));
+pub(crate) static RW_LEAVE: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/rw_leave.lua")));
 pub(crate) static RW_FORCE_RELEASE: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/rw_force_release.lua")));
 
