@@ -1,6 +1,6 @@
-//! Sentinel mode: the conformance suite and the semaphore suite on the primary of a Sentinel
-//! service (one group, 1 primary + 1 replica + 3 Sentinels, shared by the cases), and locks
-//! held across a failover.
+//! Sentinel mode: the conformance suite, the semaphore suite, the read-write lock suite and the
+//! lock suite on its write side on the primary of a Sentinel service (one group, 1 primary +
+//! 1 replica + 3 Sentinels, shared by the cases), and locks held across a failover.
 #![cfg(feature = "sentinel")]
 
 use std::sync::{Arc, Mutex, Weak};
@@ -68,6 +68,18 @@ mod fast {
 mod semaphore {
     use super::*;
     lock_testkit::semaphore_conformance_tests!(start(LockKind::Reentrant));
+}
+
+mod rwlock {
+    use super::*;
+    lock_testkit::rw_conformance_tests!(start(LockKind::Reentrant));
+}
+
+mod write_side {
+    use super::*;
+    lock_testkit::conformance_tests!(lock_testkit::rw_conformance::WriteSide(start(
+        LockKind::Reentrant
+    )));
 }
 
 /// A lock held under the watchdog while the Sentinels fail over (coordinated: the replica has
