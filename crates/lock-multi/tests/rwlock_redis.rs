@@ -238,3 +238,30 @@ fn one_written_node_refuses_a_multilock_reader_not_a_redlock_reader() {
         assert_eq!(modes(&nodes, &name).await, vec![None; 3]);
     });
 }
+
+/// The composites of read sides and of write sides are two clients with owner fields of their
+/// own: the writer's task asking the read composite is kept out by its own write hold (no
+/// downgrade), and a reader's task asking the write composite is kept out by its own read hold
+/// (not refused as an upgrade), as docs/multi-node.md says.
+#[test]
+fn composites_of_the_two_sides_do_not_downgrade_or_refuse_upgrades() {
+    run(async {
+        let nodes = shared_nodes();
+        let name = fresh_name("rw-composite-grade");
+        let reader: Locker<MultiLock> = composite(&nodes, Side::Read).await;
+        let writer: Locker<MultiLock> = composite(&nodes, Side::Write).await;
+        let writing = writer.lock_with(&name, &long()).await.expect("write");
+        assert!(
+            reader.try_lock(&name).await.expect("try").is_none(),
+            "no downgrade across composites"
+        );
+        assert!(writing.release().await.expect("release").was_held());
+        let reading = reader.lock_with(&name, &long()).await.expect("read");
+        assert!(
+            writer.try_lock(&name).await.expect("not refused").is_none(),
+            "an upgrade across composites waits"
+        );
+        assert!(reading.release().await.expect("release").was_held());
+        assert_eq!(modes(&nodes, &name).await, vec![None; 3]);
+    });
+}
