@@ -1,6 +1,6 @@
 //! The conformance suite on a Redis Cluster (3 primaries × 1 replica), for both lock kinds,
-//! with pub/sub notifications and with polling; and the semaphore, lease-bound permit and latch
-//! suites, with plain and sharded pub/sub.
+//! with pub/sub notifications and with polling; and the semaphore, lease-bound permit, latch and
+//! read-write lock suites (and the lock suite on the write side), with plain and sharded pub/sub.
 //!
 //! One cluster (6 processes) serves every case of this file: cases use fresh lock names, and
 //! the cluster is started by the first case and stopped when the last one running lets go.
@@ -125,6 +125,58 @@ mod semaphore_plain_only {
         LockKind::Reentrant,
         ShardedPubSub::Off
     ));
+}
+
+// The read-write lock on the same cluster: the hash, its read timeout keys and its channel
+// share the name's slot (Redisson's `{name}` suffixes); read renewals of many names in one
+// batch go through the cross-slot script per primary. The lock suite runs on the write side.
+mod rw_pubsub {
+    use super::*;
+    lock_testkit::rw_conformance_tests!(start(NotificationMode::PubSub, LockKind::Reentrant));
+}
+
+mod rw_sharded_only {
+    use super::*;
+    lock_testkit::rw_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::On
+    ));
+}
+
+mod rw_plain_only {
+    use super::*;
+    lock_testkit::rw_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::Off
+    ));
+}
+
+mod write_side_pubsub {
+    use super::*;
+    lock_testkit::conformance_tests!(lock_testkit::rw_conformance::WriteSide(start(
+        NotificationMode::PubSub,
+        LockKind::Reentrant
+    )));
+}
+
+mod write_side_sharded_only {
+    use super::*;
+    lock_testkit::conformance_tests!(lock_testkit::rw_conformance::WriteSide(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::On
+    )));
+}
+
+mod write_side_plain_only {
+    use super::*;
+    lock_testkit::conformance_tests!(lock_testkit::rw_conformance::WriteSide(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::Off
+    )));
 }
 
 // Lease-bound permits on the same cluster: the count, `{name}:timeout` and the channel share

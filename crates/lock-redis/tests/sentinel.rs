@@ -1,4 +1,5 @@
-//! Sentinel mode: the conformance suite and the semaphore, lease-bound permit and latch suites on
+//! Sentinel mode: the conformance suite and the semaphore, lease-bound permit, latch and
+//! read-write lock suites (and the lock suite on the write side) on
 //! the primary of a Sentinel service (one group, 1 primary + 1 replica + 3 Sentinels, shared by
 //! the cases), and locks held across a failover.
 #![cfg(feature = "sentinel")]
@@ -68,6 +69,18 @@ mod fast {
 mod semaphore {
     use super::*;
     lock_testkit::semaphore_conformance_tests!(start(LockKind::Reentrant));
+}
+
+mod rwlock {
+    use super::*;
+    lock_testkit::rw_conformance_tests!(start(LockKind::Reentrant));
+}
+
+mod write_side {
+    use super::*;
+    lock_testkit::conformance_tests!(lock_testkit::rw_conformance::WriteSide(start(
+        LockKind::Reentrant
+    )));
 }
 
 mod permits {

@@ -665,6 +665,62 @@ where
     assert_free(&a, &name).await;
 }
 
+/// The watchdog renews many read holds at once (one renewal batch of many names, which on a
+/// cluster spans slots and primaries): every reader keeps every lock past several leases, and
+/// each reader's own holds are renewed, not only the locks' expiry.
+pub async fn rw_many_read_holds_renewed<H: Harness>(harness: &H)
+where
+    H::Backend: ReadWriteBackend,
+{
+    let a = rw_client(harness).await;
+    let b = rw_client(harness).await;
+    let w = rw_client(harness).await;
+    let lease = Duration::from_millis(600);
+    let renewed = LockOptions::new().watchdog_lease(lease);
+    let names: Vec<String> = (0..24)
+        .map(|i| fresh_name(&format!("rw-many-{i}")))
+        .collect();
+    let mut firsts = Vec::new();
+    let mut seconds = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        firsts.push(a.read_with(name, &renewed).await.expect("read"));
+        if i % 2 == 0 {
+            seconds.push(b.read_with(name, &renewed).await.expect("read"));
+        }
+    }
+    sleep(lease * 5 / 2).await;
+    for (name, guard) in names.iter().zip(&firsts) {
+        assert!(!guard.is_lost(), "{name}: kept");
+        assert!(
+            w.try_write(name).await.expect("try").is_none(),
+            "{name}: read"
+        );
+    }
+    for guard in seconds {
+        assert!(!guard.is_lost());
+        assert!(guard.release().await.expect("release").was_held());
+    }
+    // Past the lease of holds made before the releases: only renewals of the first reader's
+    // own holds keep the locks.
+    sleep(lease * 3 / 2).await;
+    for (name, guard) in names.iter().zip(&firsts) {
+        assert!(!guard.is_lost(), "{name}: kept");
+        assert!(
+            w.try_write(name).await.expect("try").is_none(),
+            "{name}: the remaining reader's own hold was renewed"
+        );
+    }
+    for guard in firsts {
+        assert_eq!(
+            guard.release().await.expect("release"),
+            ReleaseOutcome::Released
+        );
+    }
+    for name in &names {
+        assert_free(&a, name).await;
+    }
+}
+
 /// `force_unlock` deletes the lock whichever side holds it: its holders find out at their next
 /// renewal, and its waiters wake (all of them after a writer).
 pub async fn rw_force_unlock_either_side<H: Harness>(harness: &H)
@@ -1005,6 +1061,7 @@ macro_rules! rw_conformance_tests {
             rw_upgrade_refused,
             rw_crashed_reader_does_not_keep_lock,
             rw_watchdog_renews_both_sides,
+            rw_many_read_holds_renewed,
             rw_force_unlock_either_side,
             rw_fencing_tokens_increase,
             rw_bad_input_is_rejected,
