@@ -255,3 +255,52 @@ async fn semaphore_and_latch() {
     let names: Vec<&str> = list.locks.iter().map(|(name, _)| name.as_str()).collect();
     assert_eq!(names, ["fam:pool"], "an opened latch is deleted");
 }
+
+/// On a 3-primary cluster (sharded pub/sub): each name's one read stays in its slot, also for
+/// names with their own hash tag, whose latch channel hashes elsewhere and is not read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster() {
+    let cluster = lock_testkit::RedisCluster::start(3, 0).expect("start a cluster");
+    let backend = RedisBackend::cluster_builder(cluster.urls())
+        .connect()
+        .await
+        .expect("connect");
+    let rw = RwLocker::new(backend.clone());
+    let permits = PermitLocker::new(backend.clone());
+    let locker = Locker::new(backend.clone());
+    for name in ["fam:c", "{fam:t}:c"] {
+        let reader = rw.read(&format!("{name}:rw")).await.expect("read");
+        let lock = backend
+            .describe(&format!("{name}:rw"))
+            .await
+            .expect("describe");
+        assert_eq!(lock.layout, Layout::ReadWrite);
+        assert_eq!(lock.readers, vec![(reader.owner_field().to_owned(), 1)]);
+        let gpu = format!("{name}:gpu");
+        assert!(permits.try_set_permits(&gpu, 2).await.expect("set"));
+        let permit = permits.acquire(&gpu).await.expect("a permit");
+        let lock = backend.describe(&gpu).await.expect("describe");
+        assert_eq!(lock.layout, Layout::Permits);
+        assert_eq!(lock.permits.len(), 1);
+        let ready = format!("{name}:ready");
+        let latch = locker.latch(&ready).expect("latch");
+        assert!(latch.try_set_count(1).await.expect("set"));
+        let lock = backend.describe(&ready).await.expect("describe");
+        assert_eq!(lock.layout, Layout::Counter);
+        assert_eq!(lock.channels.latch.is_none(), name.contains('{'));
+        let list = backend
+            .list_locks(
+                &format!("{}*", name.replace('{', "\\{").replace('}', "\\}")),
+                1000,
+            )
+            .await
+            .expect("list");
+        let names: Vec<&str> = list.locks.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            names,
+            [gpu.as_str(), ready.as_str(), &format!("{name}:rw")],
+            "{name}"
+        );
+        drop((reader, permit));
+    }
+}
