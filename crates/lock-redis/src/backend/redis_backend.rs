@@ -158,7 +158,9 @@ impl RedisBackend {
     /// name of their own are left out: the kinds' derived keys by their shapes (fencing
     /// counters, fair queues and their deadlines, leader values, read-write lock hold keys
     /// `{name}:<owner field>:rwlock_timeout:<k>`, permits out `{name}:timeout`) and other data
-    /// by what `describe` finds (another type, a hash or string of another shape). A name
+    /// by what `describe` finds (another type, a hash or string of another shape; a string
+    /// holding an integer is listed, as a [`Layout::Counter`] at least: a semaphore or a latch
+    /// is nothing more). A name
     /// changed during the walk may be missing or listed as free: the walk is not one atomic
     /// read.
     ///

@@ -68,6 +68,21 @@ pub struct LockList {
 
 /// Clients subscribed to the channels of the family's other kinds for one name, with
 /// `SUBSCRIBE` or `SSUBSCRIBE` together, as the node serving the name counts them.
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn demo() -> lock_core::Result<()> {
+/// let backend = lock_redis::RedisBackend::connect("redis://127.0.0.1:6379/").await?;
+/// let pool = backend.describe("pool").await?;
+/// println!("{} waiting for permits", pool.channels.semaphore);
+/// match pool.channels.latch {
+///     Some(waiters) => println!("{waiters} waiting for the latch"),
+///     None => println!("the latch's channel is in another slot"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ChannelSubscribers {
