@@ -1,5 +1,5 @@
-//! `distlock list [PATTERN]`: the locks whose names match a glob, walked with `SCAN` on every
-//! primary ([`distlock::redis::RedisBackend::list_locks`]).
+//! `distlock list [PATTERN]`: the names of the family (locks of every kind, elections,
+//! semaphores, latches) matching a glob, with their kind, walked with `SCAN` on every primary ([`distlock::redis::RedisBackend::list_locks`]).
 
 use std::process::ExitCode;
 
@@ -47,14 +47,23 @@ pub async fn list(locker: RedisLocker, args: ListArgs) -> ExitCode {
                 .iter()
                 .map(|(owner, holds)| format!("{owner}×{holds}"))
                 .collect();
+            let mut held = holders.join(",");
+            // A count has no holders: its count instead.
+            if let (true, Some(count)) = (held.is_empty(), lock.available) {
+                held = format!("count {count}");
+            }
             let lease = lock
                 .ttl
                 .map_or_else(|| "-".to_owned(), |ttl| format!("{} s", ttl.as_secs()));
+            let channels = &lock.channels;
+            let waiters = lock.subscribers
+                + lock.sharded_subscribers
+                + channels.read_write
+                + channels.semaphore
+                + channels.latch.unwrap_or(0);
             println!(
-                "{name}\t{}\t{}\tlease {lease}\twaiters {}",
+                "{name}\t{}\t{held}\tlease {lease}\twaiters {waiters}",
                 crate::status::kind_name(&lock.layout).unwrap_or("?"),
-                holders.join(","),
-                lock.subscribers + lock.sharded_subscribers
             );
         }
         if !list.complete {

@@ -35,13 +35,16 @@ enum Commands {
     /// stopped), 69 the server could not be reached or refused a call, 126/127 the command
     /// could not be started, 2 bad arguments.
     Run(run::RunArgs),
-    /// Show who holds a lock, how long its lease has left, its fencing counter and its waiters.
+    /// Show what a name holds, whichever kind uses it (locks, read-write and fair locks,
+    /// elections, permits, semaphores, latches): holders, lease, fencing counter, waiters.
     Status(status::StatusArgs),
-    /// List the locks whose names match a glob (SCAN on every primary, never KEYS).
+    /// List the names of every kind matching a glob, with their kind (SCAN on every primary,
+    /// never KEYS).
     List(list::ListArgs),
     /// Show a lock live, again whenever it changes, until interrupted.
     Watch(status::WatchArgs),
-    /// Release a lock whoever holds it (asks first on a terminal; `--yes` otherwise).
+    /// Release a name whoever holds it, as its kind does (asks first on a terminal; `--yes`
+    /// otherwise); a semaphore's or latch's count is left to the library's calls.
     Unlock(unlock::UnlockArgs),
 }
 

@@ -1,14 +1,35 @@
-//! `distlock unlock --force NAME`: deletes a lock whoever holds it (its holders learn at their
-//! next renewal), after a confirmation on a terminal, or with `--yes`.
+//! `distlock unlock --force NAME`: releases a name of the family whoever holds it (its holders
+//! learn at their next renewal), after a confirmation on a terminal, or with `--yes`, with the
+//! library's force call of the kind the server holds: a lock of either kind, a read-write lock
+//! (either mode), a fair lock (the head of its queue is told), an election (its leader is
+//! deposed), lease-bound permits (every permit given back). A semaphore's or a latch's count
+//! has no holder: it is left alone, with a pointer to the library's calls that change it.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 use distlock::redis::Layout;
+use distlock::{Election, FairBackend, Locker, PermitLocker, RwLocker};
 
 use crate::connection::{ConnectionArgs, Kind};
 use crate::exit;
 use crate::status::as_text;
+
+/// The library's force call for each kind.
+#[derive(Clone, Copy)]
+enum Force {
+    /// `Locker::force_unlock` with the lock kind's scripts.
+    Lock(Kind),
+    /// `RwLocker::force_unlock`: deletes the lock in either mode and announces it.
+    ReadWrite,
+    /// The fair side's `force_unlock`: deletes the lock and tells the head of the queue.
+    Fair,
+    /// `Election::depose`: deletes the lock and the leader value, tells candidates and
+    /// observers.
+    Election,
+    /// The permit side's `force_unlock`: gives every permit out back to the count.
+    Permits,
+}
 
 /// `distlock unlock --force NAME [--yes]`
 #[derive(Debug, clap::Args)]
@@ -37,14 +58,39 @@ pub async fn unlock(connection: &ConnectionArgs, args: UnlockArgs) -> ExitCode {
             return exit::code(exit::BACKEND_ERROR);
         }
     };
-    // The release script of the kind the key has.
+    // The force call of the kind the name has.
     let kind = match &lock.layout {
         Layout::Free => {
             println!("{}: free; nothing to release", args.name);
             return ExitCode::SUCCESS;
         }
-        Layout::Reentrant => Kind::Reentrant,
-        Layout::Fast => Kind::Fast,
+        Layout::Reentrant => Force::Lock(Kind::Reentrant),
+        Layout::Fast => Force::Lock(Kind::Fast),
+        Layout::ReadWrite => Force::ReadWrite,
+        Layout::Fair => Force::Fair,
+        Layout::Election => Force::Election,
+        Layout::Permits => Force::Permits,
+        // A count has no holder to release, and the server cannot say which kind a count
+        // nobody waits on belongs to: the operator decides, with the library's own calls.
+        Layout::Semaphore | Layout::Latch | Layout::Counter => {
+            let what = match &lock.layout {
+                Layout::Semaphore => {
+                    "a semaphore's count; set it with Semaphore::reset or remove it with \
+                     Semaphore::delete"
+                }
+                Layout::Latch => "a countdown latch's count; remove it with CountDownLatch::delete",
+                _ => {
+                    "a count of a semaphore or a countdown latch (both store the same data); \
+                     set or remove it with the library's Semaphore::reset or Semaphore::delete, \
+                     or CountDownLatch::delete"
+                }
+            };
+            eprintln!(
+                "distlock: {:?} is {what}: it has no holder to release; not changing it",
+                args.name
+            );
+            return exit::code(exit::USAGE);
+        }
         other => {
             eprintln!(
                 "distlock: {:?} is not a lock ({other:?}); not deleting it",
@@ -70,17 +116,50 @@ pub async fn unlock(connection: &ConnectionArgs, args: UnlockArgs) -> ExitCode {
             return exit::code(exit::USAGE);
         }
     }
-    let locker = match connection.locker_of(kind).await {
-        Ok(locker) => locker,
-        Err(error) => return crate::cannot_connect(&error),
+    let released = match kind {
+        Force::Lock(kind) => match connection.locker_of(kind).await {
+            Ok(locker) => locker.force_unlock(&args.name).await,
+            Err(error) => return crate::cannot_connect(&error),
+        },
+        Force::ReadWrite | Force::Fair | Force::Election | Force::Permits => {
+            let backend = match connection.locker().await {
+                Ok(locker) => locker.backend().clone(),
+                Err(error) => return crate::cannot_connect(&error),
+            };
+            match kind {
+                Force::ReadWrite => RwLocker::new(backend).force_unlock(&args.name).await,
+                Force::Fair => {
+                    Locker::new(backend.fair_side())
+                        .force_unlock(&args.name)
+                        .await
+                }
+                Force::Election => Election::new(backend).depose(&args.name).await,
+                _ => {
+                    PermitLocker::new(backend)
+                        .permits()
+                        .force_unlock(&args.name)
+                        .await
+                }
+            }
+        }
     };
-    match locker.force_unlock(&args.name).await {
+    match released {
         Ok(true) => {
-            println!("{}: released", args.name);
+            let done = match kind {
+                Force::Election => "deposed",
+                Force::Permits => "every permit given back",
+                _ => "released",
+            };
+            println!("{}: {done}", args.name);
             ExitCode::SUCCESS
         }
         Ok(false) => {
-            println!("{}: already free", args.name);
+            let already = match kind {
+                Force::Election => "nobody leads",
+                Force::Permits => "no permit out",
+                _ => "already free",
+            };
+            println!("{}: {already}", args.name);
             ExitCode::SUCCESS
         }
         Err(error) => {

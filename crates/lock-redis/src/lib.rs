@@ -78,6 +78,6 @@ pub use backend::rwlock::{RedisReadSide, RedisWriteSide};
 /// [`RedisBackend::builder_from_client`] and its kin must be of this version: take it from
 /// here rather than depending on redis-rs separately.
 pub use redis;
-pub use wire::description::{Layout, LockDescription, LockList};
+pub use wire::description::{ChannelSubscribers, Layout, LockDescription, LockList};
 pub use wire::keys;
 pub use wire::replication::{ReplicaAck, Shortfall};

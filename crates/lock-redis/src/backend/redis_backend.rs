@@ -14,7 +14,7 @@ use crate::call::Calls;
 use crate::connection::pubsub::Notifications;
 use crate::kind::fast::{self, NativeDelete};
 use crate::kind::{reentrant, scripted};
-use crate::wire::description::{Layout, LockDescription, LockList};
+use crate::wire::description::{Layout, LockDescription, LockList, is_derived_key};
 use crate::wire::keys;
 
 struct Inner {
@@ -101,15 +101,26 @@ impl RedisBackend {
         self.inner.kind
     }
 
-    /// Everything the server holds for the lock `name`, in one atomic read, whichever lock
-    /// kind (if any) uses it: its layout, holders and hold counts, the time its lease has left,
-    /// its fencing counter, and how many clients are subscribed to its release channel (the
-    /// waiters of distlock and Redisson, on the node serving the name). For operators: it is
-    /// what `distlock status` shows.
+    /// Everything the server holds for the name `name`, in one atomic read, whichever kind of
+    /// the family (if any) uses it: its [`Layout`] (a lock of either kind, a read-write lock,
+    /// a fair lock, an election, lease-bound permits, a semaphore's or a latch's count), its
+    /// holders and hold counts, the time its lease has left, its fencing counter, how many
+    /// clients are subscribed to its release channel (the waiters of distlock and Redisson, on
+    /// the node serving the name) and to the other kinds' channels, and what the kind keeps
+    /// besides (a read-write lock's mode, readers and writer; a fair lock's queue with each
+    /// place's deadline; an election's leader value; the permits out with their leases; a
+    /// count). The name's other keys and channels are all in its slot, so one script reads
+    /// them together; the one exception, a latch's channel for a name with its own hash tag,
+    /// is not read ([`ChannelSubscribers::latch`](crate::ChannelSubscribers::latch) is `None`).
     ///
-    /// Needs, besides what locking needs, `+hgetall +get +pubsub|numsub +pubsub|shardnumsub`
-    /// and the fencing counter's key (the "reading locks for operators" line of the ACL rule in
-    /// `docs/deployments.md`).
+    /// A semaphore's permits and a latch's count are the same data (a string integer): they
+    /// are told apart only by whose channel has subscribers ([`Layout::Semaphore`],
+    /// [`Layout::Latch`]), else [`Layout::Counter`]. A fair lock with nobody queued, and
+    /// lease-bound permits with none out, look like a plain lock and a plain count.
+    ///
+    /// Needs, besides what locking needs, `+hgetall +get +lrange +zrange +time +pubsub|numsub
+    /// +pubsub|shardnumsub`, the fencing counter's key and the family's derived keys (the
+    /// "reading locks for operators" line of the ACL rule in `docs/deployments.md`).
     ///
     /// # Errors
     ///
@@ -139,12 +150,19 @@ impl RedisBackend {
         scripted::describe(&self.inner.calls, name).await
     }
 
-    /// The locks, of either kind, whose names match `pattern` (a `SCAN MATCH` glob: `*`, `?`,
-    /// `[…]`, `\` escapes), each with what [`describe`](Self::describe) reads for it. The
-    /// keys are walked with `SCAN` on every primary (never `KEYS`, which would block the
-    /// server), at most about `limit` of them; keys that are not locks (fencing counters, other
-    /// data, a hash or string not shaped like a lock) are left out. A lock taken or released
-    /// during the walk may be missing or listed as free: the walk is not one atomic read.
+    /// The names of the family whose names match `pattern` (a `SCAN MATCH` glob: `*`, `?`,
+    /// `[…]`, `\` escapes), each with what [`describe`](Self::describe) reads for it: locks of
+    /// either kind, read-write and fair locks, elections, semaphores (with lease-bound permits
+    /// or not) and latches. The keys are walked with `SCAN` on every primary (never `KEYS`,
+    /// which would block the server), at most about `limit` of them. Keys that are not a
+    /// name of their own are left out: the kinds' derived keys by their shapes (fencing
+    /// counters, fair queues and their deadlines, leader values, read-write lock hold keys
+    /// `{name}:<owner field>:rwlock_timeout:<k>`, permits out `{name}:timeout`) and other data
+    /// by what `describe` finds (another type, a hash or string of another shape; a string
+    /// holding an integer is listed, as a [`Layout::Counter`] at least: a semaphore or a latch
+    /// is nothing more). A name
+    /// changed during the walk may be missing or listed as free: the walk is not one atomic
+    /// read.
     ///
     /// Needs `+scan` besides what [`describe`](Self::describe) needs (the same ACL line).
     ///
@@ -164,7 +182,7 @@ impl RedisBackend {
     /// let backend = lock_redis::RedisBackend::connect("redis://127.0.0.1:6379/").await?;
     /// let list = backend.list_locks("orders:*", 1000).await?;
     /// for (name, lock) in &list.locks {
-    ///     println!("{name}: {} holder(s)", lock.holders.len());
+    ///     println!("{name}: {:?}, {} holder(s)", lock.layout, lock.holders.len());
     /// }
     /// # Ok(())
     /// # }
@@ -179,13 +197,12 @@ impl RedisBackend {
         let names = calls.scan(pattern, limit).await?;
         let complete = names.len() < limit;
         let mut locks = Vec::new();
-        let counters = format!("{}:", keys::TOKEN_PREFIX);
         for name in names {
-            if name.starts_with(&counters) || keys::check_name(&name).is_err() {
+            if is_derived_key(&name) || keys::check_name(&name).is_err() {
                 continue;
             }
             let lock = scripted::describe(calls, &name).await?;
-            if matches!(lock.layout, Layout::Reentrant | Layout::Fast) {
+            if !matches!(lock.layout, Layout::Free | Layout::Other(_)) {
                 locks.push((name, lock));
             }
         }

@@ -236,14 +236,44 @@ pub(crate) async fn force_release(calls: &Calls, script: &LockScript, name: &str
     Ok(existed == 1)
 }
 
-/// Everything the server holds for the lock `name`, whichever kind uses it, in one read.
+/// Everything the server holds for the name `name`, whichever kind of the family uses it, in
+/// one read.
 pub(crate) async fn describe(calls: &Calls, name: &str) -> Result<LockDescription> {
-    let token_key = keys::token_key(name);
-    let channel = keys::channel(name);
+    let derived_keys = [
+        keys::token_key(name),
+        keys::fair_queue(name),
+        keys::fair_timeouts(name),
+        keys::permits_key(name),
+        keys::election_values(name),
+    ];
+    // The latch's channel keeps Redisson's braces whatever the name: with a hash tag of the
+    // name's own it hashes to another slot, which one script cannot look at on a cluster.
+    let latch = keys::latch_channel(name);
+    let latch = if keys::slot(&latch) == keys::slot(name) {
+        latch
+    } else {
+        String::new()
+    };
+    let channels = [
+        keys::channel(name),
+        keys::rw_channel(name),
+        keys::semaphore_channel(name),
+        latch,
+        keys::election_channel(name),
+    ];
     let reply: DescribeReply = calls
-        .run(name, &DESCRIBE, 2, calls.call_timeout(None), |command| {
-            command.arg(name).arg(&token_key).arg(&channel);
-        })
+        .run(
+            name,
+            &DESCRIBE,
+            1 + derived_keys.len(),
+            calls.call_timeout(None),
+            |command| {
+                command.arg(name);
+                for arg in derived_keys.iter().chain(&channels) {
+                    command.arg(arg);
+                }
+            },
+        )
         .await?;
     describe_reply(reply)
 }
