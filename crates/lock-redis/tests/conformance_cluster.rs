@@ -1,6 +1,6 @@
 //! The conformance suite on a Redis Cluster (3 primaries × 1 replica), for both lock kinds,
-//! with pub/sub notifications and with polling; and the semaphore and countdown latch suites,
-//! with plain and sharded pub/sub.
+//! with pub/sub notifications and with polling; and the semaphore, countdown latch and fair lock
+//! suites (the lock suite on the fair side too), with plain and sharded pub/sub.
 //!
 //! One cluster (6 processes) serves every case of this file: cases use fresh lock names, and
 //! the cluster is started by the first case and stopped when the last one running lets go.
@@ -151,6 +151,62 @@ mod latch_plain_only {
         LockKind::Reentrant,
         ShardedPubSub::Off
     ));
+}
+
+// The fair lock on the same cluster: the lock hash, its queue and deadlines and every waiter's
+// channel live in the name's slot; waiters listen with plain and with sharded pub/sub, and the
+// lock suite runs on the fair side too. `fair_a_crashed_waiter_is_dropped` (QUEUE_TIMEOUT,
+// ~10 s) runs in every mode: the cases run side by side, so it adds no wall time of its own.
+mod fair_pubsub {
+    use super::*;
+    lock_testkit::fair_conformance_tests!(start(NotificationMode::PubSub, LockKind::Reentrant));
+}
+
+mod fair_sharded_only {
+    use super::*;
+    lock_testkit::fair_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::On
+    ));
+}
+
+mod fair_plain_only {
+    use super::*;
+    lock_testkit::fair_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::Off
+    ));
+}
+
+mod fair_side_pubsub {
+    use super::*;
+    use lock_testkit::fair_conformance::FairSide;
+    lock_testkit::conformance_tests!(FairSide(start(
+        NotificationMode::PubSub,
+        LockKind::Reentrant
+    )));
+}
+
+mod fair_side_sharded_only {
+    use super::*;
+    use lock_testkit::fair_conformance::FairSide;
+    lock_testkit::conformance_tests!(FairSide(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::On
+    )));
+}
+
+mod fair_side_plain_only {
+    use super::*;
+    use lock_testkit::fair_conformance::FairSide;
+    lock_testkit::conformance_tests!(FairSide(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::Off
+    )));
 }
 
 /// Watchdog renewals of many locks in many slots (one renewal batch): each lock's renewal goes

@@ -1,6 +1,7 @@
-//! Sentinel mode: the conformance suite, the semaphore suite and the countdown latch suite on
-//! the primary of a Sentinel service (one group, 1 primary + 1 replica + 3 Sentinels, shared by
-//! the cases), and locks held across a failover.
+//! Sentinel mode: the conformance suite, the semaphore suite, the countdown latch suite and the
+//! fair lock suite (and the conformance suite on the fair side) on the primary of a Sentinel
+//! service (one group, 1 primary + 1 replica + 3 Sentinels, shared by the cases), and locks held
+//! across a failover.
 #![cfg(feature = "sentinel")]
 
 use std::sync::{Arc, Mutex, Weak};
@@ -73,6 +74,17 @@ mod semaphore {
 mod latch {
     use super::*;
     lock_testkit::latch_conformance_tests!(start(LockKind::Reentrant));
+}
+
+mod fair {
+    use super::*;
+    lock_testkit::fair_conformance_tests!(start(LockKind::Reentrant));
+}
+
+mod fair_side {
+    use super::*;
+    use lock_testkit::fair_conformance::FairSide;
+    lock_testkit::conformance_tests!(FairSide(start(LockKind::Reentrant)));
 }
 
 /// A lock held under the watchdog while the Sentinels fail over (coordinated: the replica has
