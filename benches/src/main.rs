@@ -32,6 +32,12 @@
 //!   one writer trying to get in (each attempt given up after `--w8w-give-up` s): the writer's
 //!   wait and writes; rows `distlock-writer` and `raw-scripts`. See `w8w.rs`.
 //!
+//! W9 (not in the default `--workloads`): `--w9-tasks` tasks (separate owners) take a lock,
+//! hold it `--w9-hold-ms`, release it and queue again; throughput, the wait for the grant and
+//! grants out of arrival order; rows `distlock-fair` (the fair lock, which must grant in order),
+//! `distlock-lock` (the plain lock) and `raw-fair-scripts` (Redisson's `RFairLock` scripts on a
+//! raw redis-rs client). See `w9.rs`.
+//!
 //! W1C, W2C and W5C (not in the default `--workloads`) are W1, W2 and W5 on a throw-away Redis
 //! Cluster of 3 primaries: rows `ping2`, `raw-script` (a raw redis-rs cluster client running the
 //! same scripts) and the distlock rows on `RedisBackend::cluster_builder`; see `cluster.rs`. W1A
@@ -47,6 +53,7 @@
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w7 --rounds 2
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w8,w8w --rounds 2
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1c,w2c,w5c,w1a,w2a
+//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w9 --rounds 2
 //! ```
 
 mod acked;
@@ -66,6 +73,7 @@ mod w6;
 mod w7;
 mod w8;
 mod w8w;
+mod w9;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -114,6 +122,8 @@ enum Workload {
     /// W2 on a primary with one replica: each distlock row with and without replica
     /// acknowledgement.
     W2a,
+    /// `--w9-tasks` tasks handing a fair lock (and a plain one) on: waits, arrival order.
+    W9,
 }
 
 impl Workload {
@@ -134,10 +144,11 @@ impl Workload {
             Workload::W5c => "W5C",
             Workload::W1a => "W1A",
             Workload::W2a => "W2A",
+            Workload::W9 => "W9",
         }
     }
 
-    /// W1, W2, W3, W5, W6, W7, W8 and W8W run on one server (`--url` or a throw-away one).
+    /// W1, W2, W3, W5, W6, W7, W8, W8W and W9 run on one server (`--url` or a throw-away one).
     fn single_server(self) -> bool {
         matches!(
             self,
@@ -149,6 +160,7 @@ impl Workload {
                 | Workload::W7
                 | Workload::W8
                 | Workload::W8w
+                | Workload::W9
         )
     }
 
@@ -167,7 +179,7 @@ impl Workload {
 #[derive(Debug, Parser)]
 #[command(name = "lockbench")]
 struct Args {
-    /// W1, W2, W3, W5, W6, W7, W8, W8W: use this server instead of starting a throw-away `redis-server`.
+    /// W1, W2, W3, W5, W6, W7, W8, W8W, W9: use this server instead of starting a throw-away `redis-server`.
     #[arg(long)]
     url: Option<String>,
     /// W4: use these independent servers (comma list or repeated) instead of starting
@@ -193,13 +205,13 @@ struct Args {
     /// W2, W2C, W2A: concurrent tasks.
     #[arg(long, default_value_t = 64)]
     tasks: usize,
-    /// W2, W2C, W2A, W7, W8: measured seconds per contender.
+    /// W2, W2C, W2A, W7, W8, W9: measured seconds per contender.
     #[arg(long, default_value_t = 3.0)]
     duration: f64,
     /// W2: a fixed number of pairs per task instead of `--duration`.
     #[arg(long)]
     per_task: Option<u64>,
-    /// W2, W7, W8: the measured phase of each contender is cut into this many slices, which
+    /// W2, W7, W8, W9: the measured phase of each contender is cut into this many slices, which
     /// take turns between the contenders.
     #[arg(long, default_value_t = 6)]
     slices: u32,
@@ -274,6 +286,12 @@ struct Args {
     /// non-empty watchdog registry).
     #[arg(long, default_value_t = 0)]
     background_holds: usize,
+    /// W9: tasks (separate owners) taking turns on one lock, on one client per row.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    w9_tasks: u64,
+    /// W9: how long each turn holds the lock, in ms.
+    #[arg(long, default_value_t = 1)]
+    w9_hold_ms: u64,
     /// Run every workload × contender this many times, interleaved; the summary and the ratios
     /// use each row's median round.
     #[arg(long, default_value_t = 1)]
@@ -493,6 +511,15 @@ fn main() -> Result<(), BenchError> {
         measurement::print_ratios(&contended);
         ratios.extend(contended);
     }
+    if args.workloads.contains(&Workload::W9) {
+        let fair = w9::ratios(&medians);
+        println!(
+            "--- W9 ratios (distlock-fair ÷ Redisson's fair scripts on a raw client, and ÷ the plain lock; ops/s: higher = the fair lock faster; p50 wait: lower = the fair lock's waiters get in sooner), loadavg {} ---",
+            loadavg()
+        );
+        measurement::print_ratios(&fair);
+        ratios.extend(fair);
+    }
     if args.workloads.contains(&Workload::W7) {
         let semaphore = w7::ratios(&medians);
         println!(
@@ -678,6 +705,22 @@ async fn run_all(
                     let entrants = acked::entrants(args.contenders.as_deref(), primary).await?;
                     run_rows(args, workload, &entrants, &pair_probe, &prefix).await?
                 }
+                (Workload::W9, Some((url, probe))) => {
+                    let config = w9::Config {
+                        tasks: usize::try_from(args.w9_tasks)?,
+                        hold: Duration::from_millis(args.w9_hold_ms),
+                        duration: Duration::from_secs_f64(args.duration),
+                        slices: args.slices.max(1),
+                        warmup: Duration::from_millis(300),
+                    };
+                    if round == 1 {
+                        println!(
+                            "lockbench W9: {} tasks (separate owners) on one client per row take one lock, hold it {} ms, release it and queue again; {} s per row in {} slices; op = one turn, latency = the wait from the lock call to the grant",
+                            config.tasks, args.w9_hold_ms, args.duration, config.slices
+                        );
+                    }
+                    w9::run(url, probe, &prefix, config).await?
+                }
                 (Workload::W7, Some((url, probe))) => {
                     let config = w7::Config {
                         tasks: usize::try_from(args.w7_tasks)?,
@@ -835,7 +878,8 @@ async fn run_rows(
         | Workload::W6
         | Workload::W7
         | Workload::W8
-        | Workload::W8w => Err(format!("{label}: not a W1 or W2 loop").into()),
+        | Workload::W8w
+        | Workload::W9 => Err(format!("{label}: not a W1 or W2 loop").into()),
     }
 }
 

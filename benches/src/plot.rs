@@ -329,6 +329,7 @@ mod tests {
             "performance-cluster.json",
             "performance-semaphore.json",
             "performance-rwlock.json",
+            "performance-fair.json",
         ] {
             let path = format!("{}/../docs/{file}", env!("CARGO_MANIFEST_DIR"));
             let text = std::fs::read_to_string(&path).expect("docs JSON");

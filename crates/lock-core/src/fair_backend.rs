@@ -53,7 +53,8 @@ impl FairState {
 ///   ([`AcquireRequest::waits`](crate::AcquireRequest)), the owner field goes to the back of
 ///   the queue, or keeps its place with a fresh deadline ([`QUEUE_TIMEOUT`] from now, by the
 ///   store's clock) when it is queued; `Held` asks it to try again within a third of that.
-///   Waiters at the head whose deadline passed are dropped first.
+///   Waiters at the head whose deadline passed are dropped first (not the caller's own entry: it
+///   is trying, and keeps its place).
 /// - `release` (and `abandon`, `force_release`) that frees the lock wakes only the waiter at
 ///   the head of the queue, through its own [`LockBackend::watch_releases_of`].
 /// - `leave_queue` takes a waiter that gave up out of the queue (and wakes the next one when

@@ -1,6 +1,7 @@
 //! The conformance suite on a Redis Cluster (3 primaries × 1 replica), for both lock kinds,
-//! with pub/sub notifications and with polling; and the semaphore, lease-bound permit, latch and
-//! read-write lock suites (and the lock suite on the write side), with plain and sharded pub/sub.
+//! with pub/sub notifications and with polling; and the semaphore, lease-bound permit, latch,
+//! read-write lock and fair lock suites (and the lock suite on the write side and on the fair
+//! side), with plain and sharded pub/sub.
 //!
 //! One cluster (6 processes) serves every case of this file: cases use fresh lock names, and
 //! the cluster is started by the first case and stopped when the last one running lets go.
@@ -129,7 +130,8 @@ mod semaphore_plain_only {
 
 // The read-write lock on the same cluster: the hash, its read timeout keys and its channel
 // share the name's slot (Redisson's `{name}` suffixes); read renewals of many names in one
-// batch go through the cross-slot script per primary. The lock suite runs on the write side.
+// batch go through the cross-slot script per primary. The lock suite runs on the write side
+// (with both kinds of pub/sub: its scripts and notifications are the same in every mode).
 mod rw_pubsub {
     use super::*;
     lock_testkit::rw_conformance_tests!(start(NotificationMode::PubSub, LockKind::Reentrant));
@@ -161,21 +163,41 @@ mod write_side_pubsub {
     )));
 }
 
-mod write_side_sharded_only {
+// The fair lock on the same cluster: the lock hash, its queue and deadlines and every waiter's
+// channel live in the name's slot; waiters listen with plain and with sharded pub/sub, and the
+// lock suite runs on the fair side too (with both kinds of pub/sub: the lock's scripts and
+// notifications are the same in every mode). `fair_a_crashed_waiter_is_dropped`
+// (QUEUE_TIMEOUT, ~10 s) runs in every mode: the cases run side by side, so it adds no wall time
+// of its own.
+mod fair_pubsub {
     use super::*;
-    lock_testkit::conformance_tests!(lock_testkit::rw_conformance::WriteSide(start_sharded(
+    lock_testkit::fair_conformance_tests!(start(NotificationMode::PubSub, LockKind::Reentrant));
+}
+
+mod fair_sharded_only {
+    use super::*;
+    lock_testkit::fair_conformance_tests!(start_sharded(
         NotificationMode::PubSub,
         LockKind::Reentrant,
         ShardedPubSub::On
-    )));
+    ));
 }
 
-mod write_side_plain_only {
+mod fair_plain_only {
     use super::*;
-    lock_testkit::conformance_tests!(lock_testkit::rw_conformance::WriteSide(start_sharded(
+    lock_testkit::fair_conformance_tests!(start_sharded(
         NotificationMode::PubSub,
         LockKind::Reentrant,
         ShardedPubSub::Off
+    ));
+}
+
+mod fair_side_pubsub {
+    use super::*;
+    use lock_testkit::fair_conformance::FairSide;
+    lock_testkit::conformance_tests!(FairSide(start(
+        NotificationMode::PubSub,
+        LockKind::Reentrant
     )));
 }
 

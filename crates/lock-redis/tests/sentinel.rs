@@ -1,6 +1,6 @@
-//! Sentinel mode: the conformance suite and the semaphore, lease-bound permit, latch and
-//! read-write lock suites (and the lock suite on the write side) on
-//! the primary of a Sentinel service (one group, 1 primary + 1 replica + 3 Sentinels, shared by
+//! Sentinel mode: the conformance suite and the semaphore, lease-bound permit, latch, read-write
+//! lock and fair lock suites (and the lock suite on the write side and on the fair side) on the
+//! primary of a Sentinel service (one group, 1 primary + 1 replica + 3 Sentinels, shared by
 //! the cases), and locks held across a failover.
 #![cfg(feature = "sentinel")]
 
@@ -69,6 +69,17 @@ mod fast {
 mod semaphore {
     use super::*;
     lock_testkit::semaphore_conformance_tests!(start(LockKind::Reentrant));
+}
+
+mod fair {
+    use super::*;
+    lock_testkit::fair_conformance_tests!(start(LockKind::Reentrant));
+}
+
+mod fair_side {
+    use super::*;
+    use lock_testkit::fair_conformance::FairSide;
+    lock_testkit::conformance_tests!(FairSide(start(LockKind::Reentrant)));
 }
 
 mod rwlock {

@@ -23,11 +23,15 @@ fn waiter_topic(name: &str, owner_field: &str) -> String {
     format!("fair:{name}:{owner_field}")
 }
 
-/// Drops the waiters at the head of `name`'s queue whose place lapsed.
-fn drop_lapsed(tables: &mut Tables, name: &str) {
+/// Drops the waiters at the head of `name`'s queue whose place lapsed, but not `caller`'s own
+/// entry: it is trying now, and keeps its place.
+fn drop_lapsed(tables: &mut Tables, name: &str, caller: &str) {
     let now = Instant::now();
     if let Some(queue) = tables.fair_queues.get_mut(name) {
-        while queue.front().is_some_and(|(_, deadline)| *deadline <= now) {
+        while queue
+            .front()
+            .is_some_and(|(field, deadline)| *deadline <= now && field != caller)
+        {
             queue.pop_front();
         }
     }
@@ -104,7 +108,7 @@ impl LockBackend for MemoryFairSide {
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
         let mut tables = self.0.tables();
         let now = Instant::now();
-        drop_lapsed(&mut tables, request.name);
+        drop_lapsed(&mut tables, request.name, request.owner_field);
         let first = head(&tables, request.name);
         let free = live(&mut tables.locks, request.name).is_none();
         let mine = first

@@ -27,10 +27,13 @@ local function next_token()
     return token
 end
 
--- Waiters at the head whose deadline passed went away: drop them (as Redisson does).
+-- Waiters at the head whose deadline passed went away: drop them (as Redisson does). Not the
+-- caller's own entry: it is here, trying, and keeps its place with a fresh deadline below (a
+-- Redisson grant or acquireFailed takes Redisson's wait, 5 minutes, off the deadlines of the
+-- waiters queued, so a live waiter's can have lapsed).
 while true do
     local head = redis.call('lindex', KEYS[2], 0)
-    if head == false then
+    if head == false or head == ARGV[2] then
         break
     end
     local deadline = redis.call('zscore', KEYS[3], head)
