@@ -1,6 +1,6 @@
 //! The conformance suite on a Redis Cluster (3 primaries × 1 replica), for both lock kinds,
-//! with pub/sub notifications and with polling; and the semaphore and countdown latch suites,
-//! with plain and sharded pub/sub.
+//! with pub/sub notifications and with polling; and the semaphore, countdown latch and leader
+//! election suites, with plain and sharded pub/sub.
 //!
 //! One cluster (6 processes) serves every case of this file: cases use fresh lock names, and
 //! the cluster is started by the first case and stopped when the last one running lets go.
@@ -147,6 +147,31 @@ mod latch_sharded_only {
 mod latch_plain_only {
     use super::*;
     lock_testkit::latch_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::Off
+    ));
+}
+
+// Leader election on the same cluster: the election's lock, its leader values and its channel
+// live in the name's slot; candidates and observers listen with plain and with sharded pub/sub.
+mod election_pubsub {
+    use super::*;
+    lock_testkit::election_conformance_tests!(start(NotificationMode::PubSub, LockKind::Reentrant));
+}
+
+mod election_sharded_only {
+    use super::*;
+    lock_testkit::election_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::On
+    ));
+}
+
+mod election_plain_only {
+    use super::*;
+    lock_testkit::election_conformance_tests!(start_sharded(
         NotificationMode::PubSub,
         LockKind::Reentrant,
         ShardedPubSub::Off

@@ -1,6 +1,6 @@
 //! The conformance suite once on a Redis Cluster in containers (3 primaries × 1 replica, each
 //! node a container of `DISTLOCK_REDIS_IMAGE` on the host network), pub/sub notifications,
-//! reentrant locks, then the semaphore suite and the countdown latch suite: the cluster
+//! reentrant locks, then the semaphore, countdown latch and leader election suites: the cluster
 //! connection against exactly the image given.
 //!
 //! One test runs every case in turn on one cluster, so only one cluster of containers is ever
@@ -42,4 +42,5 @@ fn conformance_on_a_cluster_in_containers() {
     lock_testkit::conformance::run(lock_testkit::conformance_tests!(@sequence &harness));
     lock_testkit::conformance::run(lock_testkit::semaphore_conformance_tests!(@sequence &harness));
     lock_testkit::conformance::run(lock_testkit::latch_conformance_tests!(@sequence &harness));
+    lock_testkit::conformance::run(lock_testkit::election_conformance_tests!(@sequence &harness));
 }

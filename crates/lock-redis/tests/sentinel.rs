@@ -1,6 +1,6 @@
-//! Sentinel mode: the conformance suite, the semaphore suite and the countdown latch suite on
-//! the primary of a Sentinel service (one group, 1 primary + 1 replica + 3 Sentinels, shared by
-//! the cases), and locks held across a failover.
+//! Sentinel mode: the conformance suite, the semaphore, countdown latch and leader election
+//! suites on the primary of a Sentinel service (one group, 1 primary + 1 replica + 3
+//! Sentinels, shared by the cases), and locks held across a failover.
 #![cfg(feature = "sentinel")]
 
 use std::sync::{Arc, Mutex, Weak};
@@ -73,6 +73,11 @@ mod semaphore {
 mod latch {
     use super::*;
     lock_testkit::latch_conformance_tests!(start(LockKind::Reentrant));
+}
+
+mod election {
+    use super::*;
+    lock_testkit::election_conformance_tests!(start(LockKind::Reentrant));
 }
 
 /// A lock held under the watchdog while the Sentinels fail over (coordinated: the replica has
