@@ -31,6 +31,12 @@
 //! and W2A (not in the default either) are W1 and W2 on a throw-away primary with one replica,
 //! each distlock row as it is and with replica acknowledgement (`<row>-ack`); see `acked.rs`.
 //!
+//! W10 (not in the default either) is leader election failover on the one server: for each lease
+//! of `--w10-leases-ms`, rows `crash-<lease>` (a leader crashes: its runtime and connections gone
+//! without a word; latency = crash -> a waiting candidate leads) and `resign-<lease>` (the
+//! leader resigns; latency = resign -> the waiting candidate leads), with the latency ÷ the lease.
+//! See `w10.rs`.
+//!
 //! ```text
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1,w2 --json out.json
 //! cargo run --release -p distlock-bench --bin lockbench -- --plot-from out.json --plot out.svg
@@ -39,6 +45,7 @@
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w3,w5,w6 --rounds 1
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w7 --rounds 2
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1c,w2c,w5c,w1a,w2a
+//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w10 --w10-leases-ms 1000,3000,10000
 //! ```
 
 mod acked;
@@ -50,6 +57,7 @@ mod probe;
 mod server_limit;
 mod targets;
 mod w1;
+mod w10;
 mod w2;
 mod w3;
 mod w4;
@@ -98,6 +106,9 @@ enum Workload {
     /// W2 on a primary with one replica: each distlock row with and without replica
     /// acknowledgement.
     W2a,
+    /// Leader election failover: a leader crashes (or resigns) and a waiting candidate takes
+    /// over, for each lease of `--w10-leases-ms`.
+    W10,
 }
 
 impl Workload {
@@ -116,6 +127,7 @@ impl Workload {
             Workload::W5c => "W5C",
             Workload::W1a => "W1A",
             Workload::W2a => "W2A",
+            Workload::W10 => "W10",
         }
     }
 
@@ -135,6 +147,11 @@ impl Workload {
     /// W1A and W2A run on a throw-away primary with one replica.
     fn on_replicated_pair(self) -> bool {
         matches!(self, Workload::W1a | Workload::W2a)
+    }
+
+    /// Whether the workload needs the one server: the single-server workloads and W10.
+    fn on_one_server(self) -> bool {
+        self.single_server() || self == Workload::W10
     }
 }
 
@@ -258,6 +275,15 @@ struct Args {
     /// --w5-periods 1 --waiters 500`, no `--per-task`) and skips `redis-benchmark`.
     #[arg(long)]
     smoke: bool,
+    /// W10: the leases (ms, comma list), a `crash-` and a `resign-` row each (`--smoke`: 1000).
+    #[arg(long, value_delimiter = ',', default_values_t = [1000, 3000, 10000])]
+    w10_leases_ms: Vec<u64>,
+    /// W10: leader crashes measured per lease (`--smoke`: 1).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    w10_failovers: u64,
+    /// W10: resignations measured per lease (`--smoke`: 3).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    w10_handovers: u64,
 }
 
 impl Args {
@@ -275,6 +301,9 @@ impl Args {
         self.w5_periods = 1;
         self.waiters = 500;
         self.no_redis_benchmark = true;
+        self.w10_leases_ms = vec![1000];
+        self.w10_failovers = 1;
+        self.w10_handovers = 3;
     }
 }
 
@@ -301,7 +330,7 @@ fn main() -> Result<(), BenchError> {
     let single = args
         .workloads
         .iter()
-        .any(|workload| workload.single_server());
+        .any(|workload| workload.on_one_server());
     let (server, url) = match &args.url {
         _ if !single => (None, None),
         Some(url) => (None, Some(url.clone())),
@@ -466,6 +495,14 @@ fn main() -> Result<(), BenchError> {
         );
         measurement::print_ratios(&multi);
         ratios.extend(multi);
+    }
+
+    if args.workloads.contains(&Workload::W10) {
+        println!(
+            "--- W10: election failover ÷ lease (crash: the lease left plus finding out; resign: announced), loadavg {} ---",
+            loadavg()
+        );
+        w10::print_per_lease(&medians);
     }
 
     let goals = targets::targets(&medians);
@@ -649,6 +686,10 @@ async fn run_all(
                     }
                     w6::run(url, probe, &prefix, config).await?
                 }
+                (Workload::W10, Some((url, probe))) => {
+                    let config = w10_config(args, round)?;
+                    w10::run(url, probe, &prefix, &config).await?
+                }
                 (Workload::W4, _) => {
                     let entrants = w4::connect(node_urls, counts).await?;
                     let (warmup, iterations) = (args.warmup, args.w4_iterations);
@@ -673,6 +714,29 @@ async fn run_all(
         }
     }
     Ok(rows)
+}
+
+/// W10's settings (leases checked as any lease is); printed in the first round.
+fn w10_config(args: &Args, round: usize) -> Result<w10::Config, BenchError> {
+    let mut leases = Vec::with_capacity(args.w10_leases_ms.len());
+    for &ms in &args.w10_leases_ms {
+        let lease = Duration::from_millis(ms);
+        lock_core::options::check_lease(lease)
+            .map_err(|error| format!("--w10-leases-ms {ms}: {error}"))?;
+        leases.push(lease);
+    }
+    let config = w10::Config {
+        leases,
+        failovers: usize::try_from(args.w10_failovers)?,
+        handovers: usize::try_from(args.w10_handovers)?,
+    };
+    if round == 1 {
+        println!(
+            "lockbench W10: leases {:?} ms, watchdog-renewed; crash rows: {} crash(es) per lease of a leader in its own runtime (leadership forgotten, runtime shut down: no release, connections closed) at a random point of its renewal cycle; resign rows: {} resignation(s) per lease; op = one failover, latency = crash or resign -> the waiting candidate leads",
+            args.w10_leases_ms, config.failovers, config.handovers
+        );
+    }
+    Ok(config)
 }
 
 /// W5's and W5C's settings; printed in the first round.
@@ -731,6 +795,7 @@ async fn run_rows(
             let warmup = Duration::from_millis(300);
             w2::run(label, entrants, probes, prefix, args.tasks, warmup, slices).await
         }
+        Workload::W10 => Err(format!("{label}: not a W1 or W2 loop").into()),
         Workload::W3
         | Workload::W4
         | Workload::W5
