@@ -44,6 +44,12 @@
 //! and W2A (not in the default either) are W1 and W2 on a throw-away primary with one replica,
 //! each distlock row as it is and with replica acknowledgement (`<row>-ack`); see `acked.rs`.
 //!
+//! W10 (not in the default either) is leader election failover on the one server: for each lease
+//! of `--w10-leases-ms`, rows `crash-<lease>` (a leader crashes: its runtime and connections gone
+//! without a word; latency = crash -> a waiting candidate leads) and `resign-<lease>` (the
+//! leader resigns; latency = resign -> the waiting candidate leads), with the latency ÷ the lease.
+//! See `w10.rs`.
+//!
 //! ```text
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1,w2 --json out.json
 //! cargo run --release -p distlock-bench --bin lockbench -- --plot-from out.json --plot out.svg
@@ -54,6 +60,7 @@
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w8,w8w --rounds 2
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1c,w2c,w5c,w1a,w2a
 //! cargo run --release -p distlock-bench --bin lockbench -- --workloads w9 --rounds 2
+//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w10 --w10-leases-ms 1000,3000,10000
 //! ```
 
 mod acked;
@@ -65,6 +72,7 @@ mod probe;
 mod server_limit;
 mod targets;
 mod w1;
+mod w10;
 mod w2;
 mod w3;
 mod w4;
@@ -124,6 +132,9 @@ enum Workload {
     W2a,
     /// `--w9-tasks` tasks handing a fair lock (and a plain one) on: waits, arrival order.
     W9,
+    /// Leader election failover: a leader crashes (or resigns) and a waiting candidate takes
+    /// over, for each lease of `--w10-leases-ms`.
+    W10,
 }
 
 impl Workload {
@@ -145,6 +156,7 @@ impl Workload {
             Workload::W1a => "W1A",
             Workload::W2a => "W2A",
             Workload::W9 => "W9",
+            Workload::W10 => "W10",
         }
     }
 
@@ -172,6 +184,11 @@ impl Workload {
     /// W1A and W2A run on a throw-away primary with one replica.
     fn on_replicated_pair(self) -> bool {
         matches!(self, Workload::W1a | Workload::W2a)
+    }
+
+    /// Whether the workload needs the one server: the single-server workloads and W10.
+    fn on_one_server(self) -> bool {
+        self.single_server() || self == Workload::W10
     }
 }
 
@@ -318,6 +335,15 @@ struct Args {
     /// skips `redis-benchmark`.
     #[arg(long)]
     smoke: bool,
+    /// W10: the leases (ms, comma list), a `crash-` and a `resign-` row each (`--smoke`: 1000).
+    #[arg(long, value_delimiter = ',', default_values_t = [1000, 3000, 10000])]
+    w10_leases_ms: Vec<u64>,
+    /// W10: leader crashes measured per lease (`--smoke`: 1).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    w10_failovers: u64,
+    /// W10: resignations measured per lease (`--smoke`: 3).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    w10_handovers: u64,
 }
 
 impl Args {
@@ -337,6 +363,9 @@ impl Args {
         self.w8w_duration = 1.0;
         self.w8w_give_up = 1.0;
         self.no_redis_benchmark = true;
+        self.w10_leases_ms = vec![1000];
+        self.w10_failovers = 1;
+        self.w10_handovers = 3;
     }
 }
 
@@ -363,7 +392,7 @@ fn main() -> Result<(), BenchError> {
     let single = args
         .workloads
         .iter()
-        .any(|workload| workload.single_server());
+        .any(|workload| workload.on_one_server());
     let (server, url) = match &args.url {
         _ if !single => (None, None),
         Some(url) => (None, Some(url.clone())),
@@ -555,6 +584,14 @@ fn main() -> Result<(), BenchError> {
         );
         measurement::print_ratios(&multi);
         ratios.extend(multi);
+    }
+
+    if args.workloads.contains(&Workload::W10) {
+        println!(
+            "--- W10: election failover ÷ lease (crash: the lease left plus finding out; resign: announced), loadavg {} ---",
+            loadavg()
+        );
+        w10::print_per_lease(&medians);
     }
 
     let goals = targets::targets(&medians);
@@ -789,6 +826,10 @@ async fn run_all(
                     }
                     w6::run(url, probe, &prefix, config).await?
                 }
+                (Workload::W10, Some((url, probe))) => {
+                    let config = w10_config(args, round)?;
+                    w10::run(url, probe, &prefix, &config).await?
+                }
                 (Workload::W4, _) => {
                     let entrants = w4::connect(node_urls, counts).await?;
                     let (warmup, iterations) = (args.warmup, args.w4_iterations);
@@ -813,6 +854,29 @@ async fn run_all(
         }
     }
     Ok(rows)
+}
+
+/// W10's settings (leases checked as any lease is); printed in the first round.
+fn w10_config(args: &Args, round: usize) -> Result<w10::Config, BenchError> {
+    let mut leases = Vec::with_capacity(args.w10_leases_ms.len());
+    for &ms in &args.w10_leases_ms {
+        let lease = Duration::from_millis(ms);
+        lock_core::options::check_lease(lease)
+            .map_err(|error| format!("--w10-leases-ms {ms}: {error}"))?;
+        leases.push(lease);
+    }
+    let config = w10::Config {
+        leases,
+        failovers: usize::try_from(args.w10_failovers)?,
+        handovers: usize::try_from(args.w10_handovers)?,
+    };
+    if round == 1 {
+        println!(
+            "lockbench W10: leases {:?} ms, watchdog-renewed; crash rows: {} crash(es) per lease of a leader in its own runtime (leadership forgotten, runtime shut down: no release, connections closed) at a random point of its renewal cycle; resign rows: {} resignation(s) per lease; op = one failover, latency = crash or resign -> the waiting candidate leads",
+            args.w10_leases_ms, config.failovers, config.handovers
+        );
+    }
+    Ok(config)
 }
 
 /// W5's and W5C's settings; printed in the first round.
@@ -879,7 +943,8 @@ async fn run_rows(
         | Workload::W7
         | Workload::W8
         | Workload::W8w
-        | Workload::W9 => Err(format!("{label}: not a W1 or W2 loop").into()),
+        | Workload::W9
+        | Workload::W10 => Err(format!("{label}: not a W1 or W2 loop").into()),
     }
 }
 

@@ -1,7 +1,7 @@
 //! The conformance suite on a Redis Cluster (3 primaries × 1 replica), for both lock kinds,
 //! with pub/sub notifications and with polling; and the semaphore, lease-bound permit, latch,
-//! read-write lock and fair lock suites (and the lock suite on the write side and on the fair
-//! side), with plain and sharded pub/sub.
+//! read-write lock, fair lock and election suites (and the lock suite on the write side and on
+//! the fair side), with plain and sharded pub/sub.
 //!
 //! One cluster (6 processes) serves every case of this file: cases use fresh lock names, and
 //! the cluster is started by the first case and stopped when the last one running lets go.
@@ -199,6 +199,31 @@ mod fair_side_pubsub {
         NotificationMode::PubSub,
         LockKind::Reentrant
     )));
+}
+
+// Leader election on the same cluster: the election's lock, its leader values and its channel
+// live in the name's slot; candidates and observers listen with plain and with sharded pub/sub.
+mod election_pubsub {
+    use super::*;
+    lock_testkit::election_conformance_tests!(start(NotificationMode::PubSub, LockKind::Reentrant));
+}
+
+mod election_sharded_only {
+    use super::*;
+    lock_testkit::election_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::On
+    ));
+}
+
+mod election_plain_only {
+    use super::*;
+    lock_testkit::election_conformance_tests!(start_sharded(
+        NotificationMode::PubSub,
+        LockKind::Reentrant,
+        ShardedPubSub::Off
+    ));
 }
 
 // Lease-bound permits on the same cluster: the count, `{name}:timeout` and the channel share

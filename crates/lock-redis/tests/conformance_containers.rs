@@ -1,7 +1,7 @@
 //! The conformance suite once on a Redis Cluster in containers (3 primaries × 1 replica, each
 //! node a container of `DISTLOCK_REDIS_IMAGE` on the host network), pub/sub notifications,
-//! reentrant locks, then the semaphore, lease-bound permit, latch, read-write lock and fair lock
-//! suites: the cluster connection against exactly the image given.
+//! reentrant locks, then the semaphore, lease-bound permit, latch, read-write lock, fair lock and
+//! election suites: the cluster connection against exactly the image given.
 //!
 //! One test runs every case in turn on one cluster, so only one cluster of containers is ever
 //! alive. Without an image or a container engine the test says why on stderr and passes
@@ -44,5 +44,6 @@ fn conformance_on_a_cluster_in_containers() {
     lock_testkit::conformance::run(lock_testkit::permit_conformance_tests!(@sequence &harness));
     lock_testkit::conformance::run(lock_testkit::rw_conformance_tests!(@sequence &harness));
     lock_testkit::conformance::run(lock_testkit::fair_conformance_tests!(@sequence &harness));
+    lock_testkit::conformance::run(lock_testkit::election_conformance_tests!(@sequence &harness));
     lock_testkit::conformance::run(lock_testkit::latch_conformance_tests!(@sequence &harness));
 }

@@ -1,7 +1,7 @@
 //! Sentinel mode: the conformance suite and the semaphore, lease-bound permit, latch, read-write
-//! lock and fair lock suites (and the lock suite on the write side and on the fair side) on the
-//! primary of a Sentinel service (one group, 1 primary + 1 replica + 3 Sentinels, shared by
-//! the cases), and locks held across a failover.
+//! lock, fair lock and election suites (and the lock suite on the write side and on the fair
+//! side) on the primary of a Sentinel service (one group, 1 primary + 1 replica + 3 Sentinels,
+//! shared by the cases), and locks held across a failover.
 #![cfg(feature = "sentinel")]
 
 use std::sync::{Arc, Mutex, Weak};
@@ -69,6 +69,11 @@ mod fast {
 mod semaphore {
     use super::*;
     lock_testkit::semaphore_conformance_tests!(start(LockKind::Reentrant));
+}
+
+mod election {
+    use super::*;
+    lock_testkit::election_conformance_tests!(start(LockKind::Reentrant));
 }
 
 mod fair {
