@@ -9,14 +9,13 @@ use std::time::Duration;
 use lock_core::{
     AcquireOutcome, AcquireRequest, Leader, ReleaseOutcome, RenewOutcome, Renewal, Result,
 };
-use redis::Cmd;
 
 use crate::call::Calls;
-use crate::connection::deferred::Deferred;
+use crate::kind::counted::{self, ReleaseCall};
 use crate::kind::{replicated, scripted};
 use crate::wire::announce::Announce;
 use crate::wire::keys;
-use crate::wire::reply::{acquire_outcome, count, millis, ttl_from_pttl};
+use crate::wire::reply::{acquire_outcome, millis, ttl_from_pttl};
 use crate::wire::scripts::{
     ELECTION_ABANDON, ELECTION_ACQUIRE, ELECTION_FORCE_RELEASE, ELECTION_LEADER, ELECTION_RELEASE,
     ELECTION_RENEW, ELECTION_RENEW_ACROSS_SLOTS,
@@ -67,28 +66,30 @@ pub(crate) async fn try_acquire(
     Ok(outcome)
 }
 
-/// The keys and arguments of `election_release.lua` (before the request id).
-fn release_arguments(
-    command: &mut Cmd,
+/// One call of `election_release.lua` for `owner_field`: one hold less (`keep: None`, the rest lengthened
+/// to `lease`) or down to `keep`.
+fn release_call(
     name: &str,
     owner_field: &str,
     keep: Option<u32>,
     lease: Duration,
     announce: Announce,
-) {
-    command
-        .arg(name)
-        .arg(keys::election_values(name))
-        .arg(owner_field);
-    match keep {
-        Some(keep) => command.arg(keep),
-        None => command.arg(""),
-    };
-    command
-        .arg(millis(lease))
-        .arg(keys::channel(name))
-        .arg(keys::election_channel(name))
-        .arg(announce.arg());
+) -> ReleaseCall {
+    let keep = keep.map_or_else(String::new, |keep| keep.to_string());
+    ReleaseCall {
+        name: name.to_owned(),
+        keys: 2,
+        arguments: vec![
+            name.to_owned(),
+            keys::election_values(name),
+            owner_field.to_owned(),
+            keep,
+            millis(lease).to_string(),
+            keys::channel(name),
+            keys::election_channel(name),
+            announce.arg().to_owned(),
+        ],
+    }
 }
 
 /// `LockBackend::release` of the campaign side.
@@ -98,25 +99,8 @@ pub(crate) async fn release(
     owner_field: &str,
     lease: Duration,
 ) -> Result<ReleaseOutcome> {
-    let ((left,), acknowledged): ((i64,), _) = calls
-        .run_write(
-            name,
-            &ELECTION_RELEASE,
-            2,
-            calls.call_timeout(None),
-            |command| {
-                release_arguments(command, name, owner_field, None, lease, calls.announce());
-            },
-        )
-        .await?;
-    replicated::log_release(calls, name, acknowledged);
-    Ok(match left {
-        -1 => ReleaseOutcome::NotHeld,
-        0 => ReleaseOutcome::Released,
-        left => ReleaseOutcome::StillHeld {
-            hold_count: count(left)?,
-        },
-    })
+    let call = release_call(name, owner_field, None, lease, calls.announce());
+    counted::release(calls, &ELECTION_RELEASE, &call).await
 }
 
 /// `LockBackend::renew` of the campaign side: the lock and the leader values together.
@@ -134,45 +118,21 @@ pub(crate) async fn renew(
 }
 
 /// `LockBackend::abandon` of the campaign side: the release script lowering to `keep`, sent
-/// whole behind every pipeline under way; deferred to the next connection when it cannot be
-/// sent now.
+/// whole (see [`counted::abandon`]).
 pub(crate) async fn abandon(
     calls: &Arc<Calls>,
     name: &str,
     owner_field: &str,
     keep: u32,
 ) -> Result<()> {
-    let cleanup = Cleanup {
-        name: name.to_owned(),
-        owner_field: owner_field.to_owned(),
-        keep,
-        announce: calls.announce(),
-    };
-    let abandoned: Result<(i64,)> = calls
-        .run_behind(
-            name,
-            &ELECTION_ABANDON,
-            2,
-            calls.call_timeout(None),
-            |command| {
-                release_arguments(
-                    command,
-                    name,
-                    owner_field,
-                    Some(keep),
-                    Duration::ZERO,
-                    cleanup.announce,
-                );
-            },
-        )
-        .await;
-    if let Err(error) = abandoned {
-        if error.is_ambiguous() && calls.connection().defer(Arc::new(cleanup)) {
-            return Ok(());
-        }
-        return Err(error);
-    }
-    Ok(())
+    let call = release_call(
+        name,
+        owner_field,
+        Some(keep),
+        Duration::ZERO,
+        calls.announce(),
+    );
+    counted::abandon(calls, &ELECTION_ABANDON, call).await
 }
 
 /// `LockBackend::force_release` of the campaign side: deposes the leader.
@@ -214,36 +174,4 @@ pub(crate) async fn leader(calls: &Calls, name: &str) -> Result<Option<Leader>> 
         (Some(holder), Some(value)) => Some(Leader::new(value, holder, ttl_from_pttl(pttl))),
         _ => None,
     })
-}
-
-/// An abandon that could not be sent, replayed whole on the next connection.
-struct Cleanup {
-    name: String,
-    owner_field: String,
-    keep: u32,
-    announce: Announce,
-}
-
-impl Deferred for Cleanup {
-    fn route(&self) -> &str {
-        &self.name
-    }
-
-    fn command(&self, request_id: u64) -> Cmd {
-        ELECTION_ABANDON.command(
-            true,
-            2,
-            |command| {
-                release_arguments(
-                    command,
-                    &self.name,
-                    &self.owner_field,
-                    Some(self.keep),
-                    Duration::ZERO,
-                    self.announce,
-                );
-            },
-            request_id,
-        )
-    }
 }

@@ -10,14 +10,13 @@ use lock_core::{
     AcquireOutcome, AcquireRequest, Error, LeasedState, LockState, ReleaseOutcome, RenewOutcome,
     Renewal, Result,
 };
-use redis::Cmd;
 
 use crate::call::Calls;
-use crate::connection::deferred::Deferred;
+use crate::kind::counted::{self, ReleaseCall};
 use crate::kind::{replicated, scripted};
 use crate::wire::announce::Announce;
 use crate::wire::keys;
-use crate::wire::reply::{acquire_outcome, count, millis};
+use crate::wire::reply::{acquire_outcome, millis};
 use crate::wire::scripts::{
     PERMIT_ABANDON, PERMIT_ACQUIRE, PERMIT_FORCE_RELEASE, PERMIT_RELEASE, PERMIT_RENEW,
     PERMIT_RENEW_ACROSS_SLOTS, PERMIT_STATE,
@@ -67,27 +66,29 @@ pub(crate) async fn try_acquire(
     Ok(outcome)
 }
 
-/// The keys and arguments of `permit_release.lua` (before the request id).
-fn release_arguments(
-    command: &mut Cmd,
+/// One call of `permit_release.lua` for `owner_field`: one hold less (`keep: None`, the rest lengthened
+/// to `lease`) or down to `keep`.
+fn release_call(
     name: &str,
     owner_field: &str,
     keep: Option<u32>,
     lease: Duration,
     announce: Announce,
-) {
-    command
-        .arg(name)
-        .arg(keys::permits_key(name))
-        .arg(owner_field);
-    match keep {
-        Some(keep) => command.arg(keep),
-        None => command.arg(""),
-    };
-    command
-        .arg(millis(lease))
-        .arg(keys::semaphore_channel(name))
-        .arg(announce.arg());
+) -> ReleaseCall {
+    let keep = keep.map_or_else(String::new, |keep| keep.to_string());
+    ReleaseCall {
+        name: name.to_owned(),
+        keys: 2,
+        arguments: vec![
+            name.to_owned(),
+            keys::permits_key(name),
+            owner_field.to_owned(),
+            keep,
+            millis(lease).to_string(),
+            keys::semaphore_channel(name),
+            announce.arg().to_owned(),
+        ],
+    }
 }
 
 /// `LockBackend::release` of the permit side.
@@ -97,25 +98,8 @@ pub(crate) async fn release(
     owner_field: &str,
     lease: Duration,
 ) -> Result<ReleaseOutcome> {
-    let ((left,), acknowledged): ((i64,), _) = calls
-        .run_write(
-            name,
-            &PERMIT_RELEASE,
-            2,
-            calls.call_timeout(None),
-            |command| {
-                release_arguments(command, name, owner_field, None, lease, calls.announce());
-            },
-        )
-        .await?;
-    replicated::log_release(calls, name, acknowledged);
-    Ok(match left {
-        -1 => ReleaseOutcome::NotHeld,
-        0 => ReleaseOutcome::Released,
-        left => ReleaseOutcome::StillHeld {
-            hold_count: count(left)?,
-        },
-    })
+    let call = release_call(name, owner_field, None, lease, calls.announce());
+    counted::release(calls, &PERMIT_RELEASE, &call).await
 }
 
 /// `LockBackend::renew` of the permit side.
@@ -127,45 +111,21 @@ pub(crate) async fn renew(
 }
 
 /// `LockBackend::abandon` of the permit side: the release script lowering to `keep`, sent
-/// whole behind every pipeline under way; deferred to the next connection when it cannot be
-/// sent now.
+/// whole (see [`counted::abandon`]).
 pub(crate) async fn abandon(
     calls: &Arc<Calls>,
     name: &str,
     owner_field: &str,
     keep: u32,
 ) -> Result<()> {
-    let cleanup = Cleanup {
-        name: name.to_owned(),
-        owner_field: owner_field.to_owned(),
-        keep,
-        announce: calls.announce(),
-    };
-    let abandoned: Result<(i64,)> = calls
-        .run_behind(
-            name,
-            &PERMIT_ABANDON,
-            2,
-            calls.call_timeout(None),
-            |command| {
-                release_arguments(
-                    command,
-                    name,
-                    owner_field,
-                    Some(keep),
-                    Duration::ZERO,
-                    cleanup.announce,
-                );
-            },
-        )
-        .await;
-    if let Err(error) = abandoned {
-        if error.is_ambiguous() && calls.connection().defer(Arc::new(cleanup)) {
-            return Ok(());
-        }
-        return Err(error);
-    }
-    Ok(())
+    let call = release_call(
+        name,
+        owner_field,
+        Some(keep),
+        Duration::ZERO,
+        calls.announce(),
+    );
+    counted::abandon(calls, &PERMIT_ABANDON, call).await
 }
 
 /// `LockBackend::force_release` of the permit side: every permit back.
@@ -248,36 +208,4 @@ pub(crate) async fn state(calls: &Calls, name: &str) -> Result<LeasedState> {
 pub(crate) async fn inspect(calls: &Calls, name: &str) -> Result<LockState> {
     let (state, longest) = snapshot(calls, name).await?;
     Ok(LockState::new(state.holders, longest))
-}
-
-/// An abandon that could not be sent, replayed whole on the next connection.
-struct Cleanup {
-    name: String,
-    owner_field: String,
-    keep: u32,
-    announce: Announce,
-}
-
-impl Deferred for Cleanup {
-    fn route(&self) -> &str {
-        &self.name
-    }
-
-    fn command(&self, request_id: u64) -> Cmd {
-        PERMIT_ABANDON.command(
-            true,
-            2,
-            |command| {
-                release_arguments(
-                    command,
-                    &self.name,
-                    &self.owner_field,
-                    Some(self.keep),
-                    Duration::ZERO,
-                    self.announce,
-                );
-            },
-            request_id,
-        )
-    }
 }

@@ -9,15 +9,14 @@ use lock_core::{
     AcquireOutcome, AcquireRequest, Error, LockState, ReleaseOutcome, RenewOutcome, Renewal,
     Result, RwMode, RwState,
 };
-use redis::Cmd;
 
 use crate::call::Calls;
-use crate::connection::deferred::Deferred;
+use crate::kind::counted::{self, ReleaseCall};
 use crate::kind::{replicated, scripted};
 use crate::wire::announce::Announce;
 use crate::wire::keys;
 use crate::wire::lock_script::LockScript;
-use crate::wire::reply::{acquire_outcome, count, millis, ttl_from_pttl};
+use crate::wire::reply::{acquire_outcome, millis, ttl_from_pttl};
 use crate::wire::scripts::{
     INSPECT, RENEW, RENEW_ACROSS_SLOTS, RW_FORCE_RELEASE, RW_LEAVE, RW_READ_ABANDON,
     RW_READ_ACQUIRE, RW_READ_RELEASE, RW_READ_RENEW, RW_READ_RENEW_ACROSS_SLOTS, RW_WRITE_ABANDON,
@@ -121,30 +120,32 @@ pub(crate) async fn try_acquire(
     Ok(outcome)
 }
 
-/// Writes the arguments of `side`'s release script (before the request id): one hold less
+/// One call of `side`'s release script for its hash field `field`: one hold less
 /// (`keep: None`, the rest lengthened to `lease`) or down to `keep`.
-fn release_arguments(
-    command: &mut Cmd,
+fn release_call(
     side: Side,
     name: &str,
     field: &str,
     keep: Option<u32>,
     lease: std::time::Duration,
     announce: Announce,
-) {
-    command.arg(name);
+) -> ReleaseCall {
+    let mut arguments = vec![name.to_owned()];
     if side == Side::Read {
-        command.arg(keys::rw_writers_waiting(name));
+        arguments.push(keys::rw_writers_waiting(name));
     }
-    command.arg(field);
-    match keep {
-        Some(keep) => command.arg(keep),
-        None => command.arg(""),
-    };
+    arguments.push(field.to_owned());
+    arguments.push(keep.map_or_else(String::new, |keep| keep.to_string()));
     if let Side::Write { .. } = side {
-        command.arg(millis(lease));
+        arguments.push(millis(lease).to_string());
     }
-    command.arg(keys::rw_channel(name)).arg(announce.arg());
+    arguments.push(keys::rw_channel(name));
+    arguments.push(announce.arg().to_owned());
+    ReleaseCall {
+        name: name.to_owned(),
+        keys: side.release_keys(),
+        arguments,
+    }
 }
 
 /// `LockBackend::release` of `side`.
@@ -155,30 +156,19 @@ pub(crate) async fn release(
     owner_field: &str,
     lease: std::time::Duration,
 ) -> Result<ReleaseOutcome> {
-    let field = side.field(owner_field);
     let script = match side {
         Side::Read => &RW_READ_RELEASE,
         Side::Write { .. } => &RW_WRITE_RELEASE,
     };
-    let ((left,), acknowledged): ((i64,), _) = calls
-        .run_write(
-            name,
-            script,
-            side.release_keys(),
-            calls.call_timeout(None),
-            |command| {
-                release_arguments(command, side, name, &field, None, lease, calls.announce());
-            },
-        )
-        .await?;
-    replicated::log_release(calls, name, acknowledged);
-    Ok(match left {
-        -1 => ReleaseOutcome::NotHeld,
-        0 => ReleaseOutcome::Released,
-        left => ReleaseOutcome::StillHeld {
-            hold_count: count(left)?,
-        },
-    })
+    let call = release_call(
+        side,
+        name,
+        &side.field(owner_field),
+        None,
+        lease,
+        calls.announce(),
+    );
+    counted::release(calls, script, &call).await
 }
 
 /// `LockBackend::renew` of `side`: the read side renews each owner's timeout keys too; the
@@ -210,8 +200,8 @@ pub(crate) async fn renew(
     }
 }
 
-/// `LockBackend::abandon` of `side`: the release script lowering to `keep`, sent whole behind
-/// every pipeline under way; deferred to the next connection when it cannot be sent now.
+/// `LockBackend::abandon` of `side`: the release script lowering to `keep`, sent whole (see
+/// [`counted::abandon`]).
 pub(crate) async fn abandon(
     calls: &Arc<Calls>,
     side: Side,
@@ -219,39 +209,19 @@ pub(crate) async fn abandon(
     owner_field: &str,
     keep: u32,
 ) -> Result<()> {
-    let cleanup = Cleanup {
-        side,
-        name: name.to_owned(),
-        field: side.field(owner_field),
-        keep,
-        announce: calls.announce(),
+    let script = match side {
+        Side::Read => &RW_READ_ABANDON,
+        Side::Write { .. } => &RW_WRITE_ABANDON,
     };
-    let abandoned: Result<(i64,)> = calls
-        .run_behind(
-            name,
-            cleanup.script(),
-            side.release_keys(),
-            calls.call_timeout(None),
-            |command| {
-                release_arguments(
-                    command,
-                    side,
-                    name,
-                    &cleanup.field,
-                    Some(keep),
-                    std::time::Duration::ZERO,
-                    cleanup.announce,
-                );
-            },
-        )
-        .await;
-    if let Err(error) = abandoned {
-        if error.is_ambiguous() && calls.connection().defer(Arc::new(cleanup)) {
-            return Ok(());
-        }
-        return Err(error);
-    }
-    Ok(())
+    let call = release_call(
+        side,
+        name,
+        &side.field(owner_field),
+        Some(keep),
+        std::time::Duration::ZERO,
+        calls.announce(),
+    );
+    counted::abandon(calls, script, call).await
 }
 
 /// `LockBackend::leave_queue` of a writer-preferring write side: the writer no longer waits.
@@ -340,49 +310,4 @@ pub(crate) async fn inspect(calls: &Calls, side: Side, name: &str) -> Result<Loc
     };
     let ttl = state.ttl.filter(|_| !holders.is_empty());
     Ok(LockState::new(holders, ttl))
-}
-
-/// An abandon that could not be sent: lower the owner's holds on one side, replayed whole on
-/// the next connection.
-struct Cleanup {
-    side: Side,
-    name: String,
-    /// The hash field of the side (`<owner>` or `<owner>:write`).
-    field: String,
-    keep: u32,
-    announce: Announce,
-}
-
-impl Cleanup {
-    fn script(&self) -> &'static LockScript {
-        match self.side {
-            Side::Read => &RW_READ_ABANDON,
-            Side::Write { .. } => &RW_WRITE_ABANDON,
-        }
-    }
-}
-
-impl Deferred for Cleanup {
-    fn route(&self) -> &str {
-        &self.name
-    }
-
-    fn command(&self, request_id: u64) -> Cmd {
-        self.script().command(
-            true,
-            self.side.release_keys(),
-            |command| {
-                release_arguments(
-                    command,
-                    self.side,
-                    &self.name,
-                    &self.field,
-                    Some(self.keep),
-                    std::time::Duration::ZERO,
-                    self.announce,
-                );
-            },
-            request_id,
-        )
-    }
 }
