@@ -71,8 +71,9 @@ impl RwState {
 ///   writer may also read: a *downgrade*, which keeps the lock in write mode while the write
 ///   hold lasts). Otherwise it answers `Held`. Hold counts count each owner field's read holds.
 ///   Each read hold has a lease of its own. `release` gives back the owner field's read hold
-///   whose lease ends first (never one a longer-leased guard counts on), and the lock then
-///   lasts as long as the longest read hold left (its `lease` argument is not used);
+///   whose lease ends first (never one a longer-leased guard counts on), and in read mode the
+///   lock then lasts as long as the longest read hold left (its `lease` argument is not used;
+///   in write mode the write hold's lease stands);
 ///   [`ReleaseOutcome::Released`](crate::ReleaseOutcome) means this owner field holds no read
 ///   hold any more (other readers may still hold the lock). A reader that stops renewing (a crashed holder) does not keep the lock: alone, its
 ///   hold ends with its lease; among other readers, the lock is free once they have all given

@@ -958,6 +958,39 @@ where
     assert_free(&a, &name).await;
 }
 
+/// A writer that also reads (a downgrade in progress) keeps the write lease: giving back one
+/// of its short read holds must not cut the lock short while the write hold lasts.
+pub async fn rw_read_release_keeps_the_write_lease<H: Harness>(harness: &H)
+where
+    H::Backend: ReadWriteBackend,
+{
+    let name = fresh_name("rw-write-lease");
+    let writer = rw_client(harness).await;
+    let other = rw_client(harness).await;
+    let writing = writer.write_with(&name, &long()).await.expect("write");
+    let short = LockOptions::new().fixed_lease(Duration::from_millis(600));
+    let first = writer.read_with(&name, &short).await.expect("read");
+    let second = writer.read_with(&name, &short).await.expect("read again");
+    assert_eq!(
+        second.release().await.expect("release"),
+        ReleaseOutcome::StillHeld { hold_count: 1 }
+    );
+    // Well past the short read leases: the write hold (20 s) still holds the lock.
+    sleep(Duration::from_millis(1500)).await;
+    assert!(!writing.is_lost());
+    assert!(
+        other.try_write(&name).await.expect("try").is_none(),
+        "another writer got in while the first one's write hold lasts"
+    );
+    assert_eq!(
+        other.state(&name).await.expect("state").mode,
+        Some(RwMode::Write)
+    );
+    // Its lease has run out; whether the store still counts it is not what this case checks.
+    let _first = first.release().await.expect("release");
+    assert!(writing.release().await.expect("release").was_held());
+}
+
 /// With writers preferred ([`RwLocker::writer_preferring`]), a writer gets the lock under a
 /// steady stream of overlapping readers (which, without it, can keep a writer out for good);
 /// readers held back come in again once the writer is done, or gives up.
@@ -1067,6 +1100,7 @@ macro_rules! rw_conformance_tests {
             rw_bad_input_is_rejected,
             rw_cancelled_wait_leaves_nothing,
             rw_writer_preferring_is_not_starved,
+            rw_read_release_keeps_the_write_lease,
         }
     };
     (@run $harness:expr; $($case:ident),* $(,)?) => {

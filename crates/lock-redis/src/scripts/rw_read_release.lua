@@ -66,11 +66,16 @@ if redis.call('hlen', KEYS[1]) > 1 then
             end
         end
     end
-    if longest > 0 then
-        redis.call('pexpire', KEYS[1], longest)
+    -- In write mode the lock lives as long as the write hold: read holds (the writer's own, a
+    -- downgrade) may lengthen it, never shorten it.
+    if mode == 'write' then
+        if longest > redis.call('pttl', KEYS[1]) then
+            redis.call('pexpire', KEYS[1], longest)
+        end
         return {ARGV[5], keep}
     end
-    if mode == 'write' then
+    if longest > 0 then
+        redis.call('pexpire', KEYS[1], longest)
         return {ARGV[5], keep}
     end
 end

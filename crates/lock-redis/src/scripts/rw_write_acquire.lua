@@ -51,6 +51,8 @@ if ARGV[5] == '1' then
     local time = redis.call('time')
     local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
     redis.call('zadd', KEYS[3], now + tonumber(ARGV[6]), ARGV[3])
+    -- The set lasts no longer than its newest place: nothing is left of writers that went away.
+    redis.call('pexpire', KEYS[3], ARGV[6])
     -- Try again before the place lapses.
     local again = math.floor(tonumber(ARGV[6]) / 3)
     if wait < 0 or wait > again then
