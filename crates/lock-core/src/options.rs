@@ -93,12 +93,24 @@ impl Lease {
 ///     .fenced();
 /// assert!(!options.lease_mode().is_watchdog());
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct LockOptions<F: Fencing = Unfenced> {
     wait: Wait,
     lease: Lease,
     owner: Option<Owner>,
     fencing: PhantomData<F>,
+}
+
+// By hand: a derive would ask `F: Clone` of generic code, though only a marker of `F` is kept.
+impl<F: Fencing> Clone for LockOptions<F> {
+    fn clone(&self) -> Self {
+        LockOptions {
+            wait: self.wait,
+            lease: self.lease,
+            owner: self.owner,
+            fencing: PhantomData,
+        }
+    }
 }
 
 impl Default for LockOptions {

@@ -9,6 +9,7 @@ use crate::guard::LockGuard;
 use crate::leased_backend::{LeasedSemaphoreBackend, LeasedState};
 use crate::locker::Locker;
 use crate::options::LockOptions;
+use crate::owner::Owner;
 
 /// Semaphores whose permits are held like locks (Redisson's `RPermitExpirableSemaphore` on
 /// Redis): each permit is a [`LockGuard`], renewed by the watchdog while it lives, given back on
@@ -19,10 +20,12 @@ use crate::options::LockOptions;
 /// [`Semaphore`](crate::Semaphore) is a counter nobody owns. Leases are judged by the store's
 /// clock (Redisson's clients use their own).
 ///
-/// One acquire takes one permit. The same owner (by default the current task) may take several:
-/// the guard's [`LockGuard::hold_count`] is how many it holds. Several permits at once are not
-/// one atomic step: two tasks each taking two of three permits one by one can each end up
-/// waiting with one.
+/// One acquire takes one permit, and each permit is its own owner (unless the options name one),
+/// so each guard renews and gives back exactly its own permit, whatever its lease. Several
+/// permits at once are not one atomic step: two tasks each taking two of three permits one by
+/// one can each end up waiting with one. An explicit owner taking several permits counts them
+/// in its guards' [`LockGuard::hold_count`]; a release then gives back the one whose lease ends
+/// first.
 ///
 /// Cheap to clone.
 ///
@@ -97,7 +100,7 @@ impl<B: LeasedSemaphoreBackend> PermitLocker<B> {
     /// As [`Locker::lock`]: a permit an acquire in flight may have taken is given back in the
     /// background (or ends with its lease).
     pub async fn acquire(&self, name: &str) -> Result<LockGuard<B::Permits>> {
-        self.permits.lock(name).await
+        self.acquire_with(name, &LockOptions::new()).await
     }
 
     /// One attempt at a permit: `Ok(None)` when none is available.
@@ -110,11 +113,15 @@ impl<B: LeasedSemaphoreBackend> PermitLocker<B> {
     ///
     /// As [`PermitLocker::acquire`].
     pub async fn try_acquire(&self, name: &str) -> Result<Option<LockGuard<B::Permits>>> {
-        self.permits.try_lock(name).await
+        match self.acquire_with(name, &LockOptions::new().no_wait()).await {
+            Ok(permit) => Ok(Some(permit)),
+            Err(crate::error::Error::NotAcquired { .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
     }
 
     /// A permit with explicit options: wait, lease (a fixed lease is not renewed: the permit
-    /// goes back when it ends), owner, fencing.
+    /// goes back when it ends), fencing; an owner (by default each permit is its own).
     ///
     /// # Errors
     ///
@@ -128,7 +135,15 @@ impl<B: LeasedSemaphoreBackend> PermitLocker<B> {
         name: &str,
         options: &LockOptions<F>,
     ) -> Result<LockGuard<B::Permits, F>> {
-        self.permits.lock_with(name, options).await
+        // Each permit its own owner unless the caller names one: a guard then gives back, and
+        // its watchdog renews, exactly its own permit.
+        match options.explicit_owner() {
+            Some(_) => self.permits.lock_with(name, options).await,
+            None => {
+                let options = options.clone().owner(Owner::new());
+                self.permits.lock_with(name, &options).await
+            }
+        }
     }
 
     /// Creates the semaphore `name` with `permits`, unless it exists: whether it did.

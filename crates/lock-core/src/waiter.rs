@@ -68,6 +68,12 @@ pub(crate) trait Attempts: Sync {
     /// its future was dropped. Runs inside `Drop`: must not block (spawn).
     fn gave_up(&self) {}
 
+    /// As [`gave_up`](Self::gave_up), for a wait that ended by itself (its deadline, an error):
+    /// done before the call returns, so the caller's next wait cannot be overtaken by it.
+    fn leave(&self) -> impl Future<Output = ()> + Send {
+        std::future::ready(())
+    }
+
     /// A wait after a first attempt that did not win ended with `outcome` (`granted`, `held`,
     /// `error`) after `waited`.
     fn waited(&self, outcome: &'static str, waited: Duration) {
@@ -115,21 +121,31 @@ impl<B: LockBackend> Attempts for LockAttempts<'_, B> {
         });
     }
 
+    async fn leave(&self) {
+        if !self.locker.backend.queues() {
+            return;
+        }
+        let (name, field) = (self.request.name, self.request.owner_field);
+        if let Err(error) = self.locker.backend.leave_queue(name, field).await {
+            tracing::debug!(%error, name, "could not leave the queue; it drops the entry on its own");
+        }
+    }
+
     fn waited(&self, outcome: &'static str, waited: Duration) {
         crate::telemetry::waited(outcome, waited);
     }
 }
 
-/// A wait under way: dropped before it won (given up, failed, or its future dropped), it tells
-/// the attempts ([`Attempts::gave_up`]).
+/// A wait under way: dropped before it was settled (won, or given up and left), that is with
+/// its future dropped or an early error, it tells the attempts ([`Attempts::gave_up`]).
 struct Unwon<'a, A: Attempts> {
     attempts: &'a A,
-    won: bool,
+    settled: bool,
 }
 
 impl<A: Attempts> Drop for Unwon<'_, A> {
     fn drop(&mut self) {
-        if !self.won {
+        if !self.settled {
             self.attempts.gave_up();
         }
     }
@@ -258,12 +274,12 @@ impl<A: Attempts> Waiter<A> {
     pub async fn acquire(&self) -> Result<Option<Granted<A::Won>>> {
         let mut unwon = Unwon {
             attempts: &self.attempts,
-            won: false,
+            settled: false,
         };
         let first = self.first_attempt().await;
         // A single attempt (`no_wait`) leaves nothing behind to undo.
         if self.no_wait || matches!(first, Ok(FirstAttempt::Done(Some(_)))) {
-            unwon.won = true;
+            unwon.settled = true;
         }
         let (retry_at, first_error, errors) = match first? {
             FirstAttempt::Done(granted) => return Ok(granted),
@@ -282,7 +298,12 @@ impl<A: Attempts> Waiter<A> {
             self.wait_and_retry(waiting, retry_at, errors).await
         }
         .await;
-        unwon.won = matches!(waited, Ok(Some(_)));
+        if !matches!(waited, Ok(Some(_))) {
+            // Ended by itself: leave now, before the caller can start its next wait (a leave
+            // spawned in the background could land after that wait has queued again).
+            self.attempts.leave().await;
+        }
+        unwon.settled = true;
         let outcome = match &waited {
             Ok(Some(_)) => "granted",
             Ok(None) => "held",

@@ -82,7 +82,7 @@ where
     assert_eq!(state.held(), 0);
 }
 
-/// One owner may hold several permits; its guard counts them.
+/// An explicit owner may hold several permits; its guards count them.
 pub async fn an_owner_holds_several_permits<H: Harness>(harness: &H)
 where
     H::Backend: LeasedSemaphoreBackend,
@@ -90,8 +90,9 @@ where
     let name = fresh_name("permits-several");
     let permits = permits_of(harness).await;
     assert!(permits.try_set_permits(&name, 3).await.expect("set"));
-    let one = permits.acquire(&name).await.expect("one");
-    let two = permits.acquire(&name).await.expect("two");
+    let owned = LockOptions::new().owner(lock_core::Owner::new());
+    let one = permits.acquire_with(&name, &owned).await.expect("one");
+    let two = permits.acquire_with(&name, &owned).await.expect("two");
     assert_eq!(two.hold_count(), 2);
     let state = permits.state(&name).await.expect("state");
     assert_eq!(state.holders, vec![(one.owner_field().to_owned(), 2)]);
@@ -101,6 +102,41 @@ where
     assert_eq!(
         permits.state(&name).await.expect("state").available,
         Some(3)
+    );
+}
+
+/// Each permit is its own: a task holding two with different leases gives back exactly the one
+/// it releases, and the other lasts its whole lease.
+pub async fn each_guard_gives_back_its_own_permit<H: Harness>(harness: &H)
+where
+    H::Backend: LeasedSemaphoreBackend,
+{
+    let name = fresh_name("permits-own");
+    let permits = permits_of(harness).await;
+    let other = permits_of(harness).await;
+    assert!(permits.try_set_permits(&name, 2).await.expect("set"));
+    let short = LockOptions::new().fixed_lease(Duration::from_millis(600));
+    let long = LockOptions::new().fixed_lease(Duration::from_secs(20));
+    let soon = permits.acquire_with(&name, &short).await.expect("short");
+    let lasting = permits.acquire_with(&name, &long).await.expect("long");
+    assert!(soon.release().await.expect("release").was_held());
+    // Past the short lease: the long one's permit is still out, whatever was released.
+    sleep(Duration::from_millis(1200)).await;
+    let first = other
+        .try_acquire(&name)
+        .await
+        .expect("try")
+        .expect("one permit free");
+    assert!(
+        other.try_acquire(&name).await.expect("try").is_none(),
+        "the long-leased permit was given back by the short one's release"
+    );
+    assert!(!lasting.is_lost());
+    assert!(first.release().await.expect("release").was_held());
+    assert!(lasting.release().await.expect("release").was_held());
+    assert_eq!(
+        permits.state(&name).await.expect("state").available,
+        Some(2)
     );
 }
 
@@ -261,6 +297,7 @@ macro_rules! permit_conformance_tests {
         $crate::permit_conformance_tests! { @$mode $harness;
             permits_bound_their_holders,
             an_owner_holds_several_permits,
+            each_guard_gives_back_its_own_permit,
             a_crashed_holders_permit_comes_back,
             the_watchdog_keeps_a_permit,
             forced_give_back_loses_the_permits,

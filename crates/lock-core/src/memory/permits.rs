@@ -72,18 +72,30 @@ fn reclaim(tables: &mut Tables, name: &str) -> Option<i64> {
     Some(*count)
 }
 
-/// Gives back the permits of `owner_field` on `name` above `keep`; how many were given back
-/// and the new count.
+/// Gives back the live permits of `owner_field` on `name` above `keep`, those whose leases end
+/// first (never one a longer-leased guard counts on); how many were given back and the new
+/// count. Expired permits are left to the next acquire, which takes them back.
 fn give_back_above(tables: &mut Tables, name: &str, owner_field: &str, keep: u32) -> (u32, i64) {
-    let mut kept = 0;
+    let now = Instant::now();
     let mut given_back = 0;
     if let Some(permits) = tables.permits.get_mut(name) {
+        let mut ends: Vec<Instant> = permits
+            .iter()
+            .filter(|permit| permit.field == owner_field && permit.until > now)
+            .map(|permit| permit.until)
+            .collect();
+        ends.sort();
+        let keep = usize::try_from(keep).unwrap_or(usize::MAX);
+        let mut to_give = ends.len().saturating_sub(keep);
+        // The earliest ends go first; among equal ends, any one.
+        let mut giving: Vec<Instant> = ends.into_iter().take(to_give).collect();
         permits.retain(|permit| {
-            if permit.field != owner_field {
+            if to_give == 0 || permit.field != owner_field || permit.until <= now {
                 return true;
             }
-            kept += 1;
-            if kept > keep {
+            if let Some(at) = giving.iter().position(|until| *until == permit.until) {
+                giving.swap_remove(at);
+                to_give -= 1;
                 given_back += 1;
                 return false;
             }

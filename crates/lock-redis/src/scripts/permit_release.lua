@@ -18,9 +18,11 @@ for _, member in ipairs(redis.call('zrange', KEYS[2], 0, -1, 'withscores')) do
     table.insert(mine, member)
 end
 local live = {}
+local ends = {}
 for i = 1, #mine, 2 do
     if string.sub(mine[i], 1, #prefix) == prefix and tonumber(mine[i + 1]) > now then
         table.insert(live, mine[i])
+        ends[mine[i]] = tonumber(mine[i + 1])
     end
 end
 if #live == 0 then
@@ -33,9 +35,9 @@ if ARGV[2] ~= '' then
         return {ARGV[6], #live}
     end
 end
--- Give back the latest permits (the highest numbers).
+-- Give back the permits whose leases end first: never one a longer-leased guard counts on.
 table.sort(live, function(a, b)
-    return tonumber(string.sub(a, #prefix + 1)) > tonumber(string.sub(b, #prefix + 1))
+    return ends[a] < ends[b]
 end)
 local given_back = #live - keep
 for i = 1, given_back do
