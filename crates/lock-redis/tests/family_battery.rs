@@ -1,7 +1,7 @@
 //! The in-model fault battery on the lock family's exclusive members: the write side of the
 //! read-write lock, the fair lock and an election's campaign side are each an exclusive lock,
 //! so each takes the single-node battery (`battery.rs`): 8 workers in 4 simulated processes
-//! take one fenced lock while the server is paused, slowed, reset, restarted from its AOF, has
+//! take one fenced lock 1,500 times while the server is paused, slowed, reset, restarted from its AOF, has
 //! its scripts flushed and its notification connections killed. The history checker must see
 //! no overlap, no lost update, no fence rejection, and nothing may be left on the server (the
 //! fair lock's queue and the election's leader values included).
@@ -53,7 +53,8 @@ fn battery<S: LockBackend>(
             .watchdog_lease(LEASE)
             .fenced()
             .wait(Duration::from_secs(5));
-        let mut schedule = Schedule::new(8, 600, options);
+        // Long enough for the verdict's minimum of faults on a fast machine.
+        let mut schedule = Schedule::new(8, 1500, options);
         schedule.fault_gap = (Duration::from_millis(50), Duration::from_millis(200));
         let server = Arc::new(Mutex::new(server));
         let kept = lockers.clone();
