@@ -49,19 +49,15 @@ pub(crate) async fn try_acquire(
         )
         .await?;
     let outcome = acquire_outcome(&reply, request.fencing)?;
-    if let AcquireOutcome::Acquired(_) = outcome
-        && let Err(shortfall) = replicated::grant_verdict(calls, request.name, acknowledged)
-    {
-        let given_back = abandon(
+    replicated::grant_stands(calls, request.name, outcome, acknowledged, || {
+        abandon(
             calls,
             request.name,
             request.owner_field,
             request.known_holds,
         )
-        .await;
-        return Err(replicated::refused(given_back, shortfall));
-    }
-    Ok(outcome)
+    })
+    .await
 }
 
 /// One call of `fair_release.lua` for `owner_field`: one hold less (`keep: None`, the rest lengthened

@@ -67,14 +67,11 @@ pub(crate) async fn try_acquire(
     request: AcquireRequest<'_>,
 ) -> Result<AcquireOutcome> {
     let (outcome, acknowledged) = acquire_once(calls, request).await?;
-    if let AcquireOutcome::Acquired(_) = outcome
-        && let Err(shortfall) = replicated::grant_verdict(calls, request.name, acknowledged)
-    {
-        // Not reentrant: a grant is the owner's only hold; give it back, then refuse.
-        let given_back = abandon(calls, request.name, request.owner_field, 0).await;
-        return Err(replicated::refused(given_back, shortfall));
-    }
-    Ok(outcome)
+    // Not reentrant: a grant is the owner's only hold; give it back, then refuse.
+    replicated::grant_stands(calls, request.name, outcome, acknowledged, || {
+        abandon(calls, request.name, request.owner_field, 0)
+    })
+    .await
 }
 
 /// One attempt, and what the replicas said of its write (when they were asked).

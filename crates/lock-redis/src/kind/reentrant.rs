@@ -44,20 +44,16 @@ pub(crate) async fn try_acquire(
         )
         .await?;
     let outcome = acquire_outcome(&reply, request.fencing)?;
-    if let AcquireOutcome::Acquired(_) = outcome
-        && let Err(shortfall) = replicated::grant_verdict(calls, request.name, acknowledged)
-    {
-        // Given back to the holds known before this attempt, then refused.
-        let given_back = abandon(
+    // Given back to the holds known before this attempt, then refused.
+    replicated::grant_stands(calls, request.name, outcome, acknowledged, || {
+        abandon(
             calls,
             request.name,
             request.owner_field,
             request.known_holds,
         )
-        .await;
-        return Err(replicated::refused(given_back, shortfall));
-    }
-    Ok(outcome)
+    })
+    .await
 }
 
 /// `LockBackend::release`: the release script, in a pipeline shared with concurrent calls.

@@ -1,7 +1,9 @@
 //! What a lock operation does with the replicas' answer to its write (see
 //! [`ReplicaAck`](crate::wire::replication::ReplicaAck)): the policy, shared by both lock kinds.
 
-use lock_core::Error;
+use std::future::Future;
+
+use lock_core::{AcquireOutcome, Error, Result};
 
 use crate::call::{Acknowledged, Calls};
 use crate::wire::replication::Shortfall;
@@ -84,6 +86,24 @@ pub(crate) fn log_release(calls: &Calls, name: &str, acknowledged: Acknowledged)
         ),
         Err(error) => tracing::warn!(lock = name, %error, "release acknowledgement refused"),
     }
+}
+
+/// `outcome` when it may stand (see [`grant_verdict`]); a grant refused for too few
+/// acknowledgements is given back with `give_back` first, and the refusal returned (see
+/// [`refused`]). Every lock side's `try_acquire` ends with it.
+pub(crate) async fn grant_stands<F: Future<Output = Result<()>>>(
+    calls: &Calls,
+    name: &str,
+    outcome: AcquireOutcome,
+    acknowledged: Acknowledged,
+    give_back: impl FnOnce() -> F,
+) -> Result<AcquireOutcome> {
+    if let AcquireOutcome::Acquired(_) = outcome
+        && let Err(shortfall) = grant_verdict(calls, name, acknowledged)
+    {
+        return Err(refused(give_back().await, shortfall));
+    }
+    Ok(outcome)
 }
 
 /// What a grant refused for too few acknowledgements (`refusal`) returns once it was given back
