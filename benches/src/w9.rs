@@ -30,16 +30,14 @@
 //! gets its last turn, and the run then checks that the lock and its queue are gone.
 //! `fair_min` / `fair_max` are the fewest and most turns of one task over the row.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use lock_core::{
-    AcquireOutcome, AcquireRequest, FairBackend, LockBackend, LockState, Locker, ReleaseOutcome,
-    ReleaseWatch, RenewOutcome, Renewal,
-};
+use lock_core::{FairBackend, Locker, ReleaseOutcome};
 use lock_redis::{RedisBackend, RedisFairSide};
+use lock_testkit::arrivals::{Arrivals, BookedBackend};
 use redis::aio::MultiplexedConnection;
 use redis::{PushInfo, PushKind, Script, Value};
 
@@ -175,178 +173,6 @@ pub struct Config {
     pub slices: u32,
     /// Unmeasured time per row before the slices.
     pub warmup: Duration,
-}
-
-/// The arrivals of one row: who waits since which first attempt, and the grants out of order.
-#[derive(Default)]
-struct Book {
-    next: u64,
-    /// Waiting tasks by the number of their first attempt.
-    waiting: BTreeMap<u64, String>,
-    /// The number of each waiting task's first attempt, by owner.
-    numbers: HashMap<String, u64>,
-    out_of_order: u64,
-}
-
-impl Book {
-    /// A first attempt ran on the server: `owner` came now, granted or not.
-    fn came(&mut self, owner: &str, granted: bool) {
-        let number = self.next;
-        self.next += 1;
-        if granted {
-            self.granted(number);
-        } else {
-            self.waiting.insert(number, owner.to_owned());
-            self.numbers.insert(owner.to_owned(), number);
-        }
-    }
-
-    /// A later attempt of `owner`, which came earlier, was granted.
-    fn granted_waiter(&mut self, owner: &str) {
-        if let Some(number) = self.numbers.remove(owner) {
-            self.waiting.remove(&number);
-            self.granted(number);
-        }
-    }
-
-    /// A grant to the task that came as `number`: out of order when anyone who came before it
-    /// still waits.
-    fn granted(&mut self, number: u64) {
-        if self
-            .waiting
-            .first_key_value()
-            .is_some_and(|(first, _)| *first < number)
-        {
-            self.out_of_order += 1;
-        }
-    }
-
-    fn waits(&self, owner: &str) -> bool {
-        self.numbers.contains_key(owner)
-    }
-}
-
-/// The arrival book of one row and the gate its first attempts pass one at a time.
-#[derive(Default)]
-struct Arrivals {
-    gate: tokio::sync::Mutex<()>,
-    book: Mutex<Book>,
-}
-
-impl Arrivals {
-    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
-        self.book
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Runs one attempt of `owner`: a first attempt through the gate, numbered in the order it
-    /// ran on the server; records a grant.
-    async fn attempt<F: Future<Output = Result<bool, E>>, E>(
-        &self,
-        owner: &str,
-        attempt: F,
-    ) -> Result<bool, E> {
-        if self.book().waits(owner) {
-            let granted = attempt.await?;
-            if granted {
-                self.book().granted_waiter(owner);
-            }
-            return Ok(granted);
-        }
-        let _one_at_a_time = self.gate.lock().await;
-        let granted = attempt.await?;
-        self.book().came(owner, granted);
-        Ok(granted)
-    }
-}
-
-/// A lock backend that books every attempt in [`Arrivals`] and otherwise does what its inner
-/// backend does: the distlock rows' measuring shim.
-#[derive(Clone)]
-struct Booked<B> {
-    inner: B,
-    arrivals: Arc<Arrivals>,
-}
-
-impl<B: LockBackend> LockBackend for Booked<B> {
-    fn client_id(&self) -> &str {
-        self.inner.client_id()
-    }
-
-    fn check_name(&self, name: &str) -> lock_core::Result<()> {
-        self.inner.check_name(name)
-    }
-
-    fn clock_drift(&self, lease: Duration) -> Duration {
-        self.inner.clock_drift(lease)
-    }
-
-    fn reentrant(&self) -> bool {
-        self.inner.reentrant()
-    }
-
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
-
-    async fn try_acquire(&self, request: AcquireRequest<'_>) -> lock_core::Result<AcquireOutcome> {
-        let mut outcome = None;
-        self.arrivals
-            .attempt(request.owner_field, async {
-                let got = self.inner.try_acquire(request).await?;
-                let granted = matches!(got, AcquireOutcome::Acquired(_));
-                outcome = Some(got);
-                Ok::<_, lock_core::Error>(granted)
-            })
-            .await?;
-        outcome.ok_or_else(|| lock_core::Error::Protocol("no attempt made".into()))
-    }
-
-    async fn release(
-        &self,
-        name: &str,
-        owner_field: &str,
-        lease: Duration,
-    ) -> lock_core::Result<ReleaseOutcome> {
-        self.inner.release(name, owner_field, lease).await
-    }
-
-    async fn renew(&self, renewals: &[Renewal<'_>]) -> lock_core::Result<Vec<RenewOutcome>> {
-        self.inner.renew(renewals).await
-    }
-
-    async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> lock_core::Result<()> {
-        self.inner.abandon(name, owner_field, keep).await
-    }
-
-    async fn force_release(&self, name: &str) -> lock_core::Result<bool> {
-        self.inner.force_release(name).await
-    }
-
-    async fn inspect(&self, name: &str) -> lock_core::Result<LockState> {
-        self.inner.inspect(name).await
-    }
-
-    async fn watch_releases(&self, name: &str) -> lock_core::Result<ReleaseWatch> {
-        self.inner.watch_releases(name).await
-    }
-
-    async fn watch_releases_of(
-        &self,
-        name: &str,
-        owner_field: &str,
-    ) -> lock_core::Result<ReleaseWatch> {
-        self.inner.watch_releases_of(name, owner_field).await
-    }
-
-    fn queues(&self) -> bool {
-        self.inner.queues()
-    }
-
-    async fn leave_queue(&self, name: &str, owner_field: &str) -> lock_core::Result<()> {
-        self.inner.leave_queue(name, owner_field).await
-    }
 }
 
 /// The `raw-fair-scripts` client: Redisson's scripts by `EVALSHA`, each task's latch opened by
@@ -512,8 +338,8 @@ impl RawFair {
 
 /// One row's client.
 enum Client {
-    Fair(Locker<Booked<RedisFairSide>>),
-    Lock(Locker<Booked<RedisBackend>>),
+    Fair(Locker<BookedBackend<RedisFairSide>>),
+    Lock(Locker<BookedBackend<RedisBackend>>),
     Raw(Box<RawFair>),
 }
 
@@ -589,14 +415,14 @@ async fn connect(url: &str, prefix: &str, config: &Config) -> Result<Vec<Row>, B
         let key = format!("{prefix}:w9:{name}");
         let arrivals = Arc::new(Arrivals::default());
         let client = match name {
-            "distlock-fair" => Client::Fair(Locker::new(Booked {
-                inner: RedisBackend::connect(url).await?.fair_side(),
-                arrivals: arrivals.clone(),
-            })),
-            "distlock-lock" => Client::Lock(Locker::new(Booked {
-                inner: RedisBackend::connect(url).await?,
-                arrivals: arrivals.clone(),
-            })),
+            "distlock-fair" => Client::Fair(Locker::new(BookedBackend::new(
+                RedisBackend::connect(url).await?.fair_side(),
+                arrivals.clone(),
+            ))),
+            "distlock-lock" => Client::Lock(Locker::new(BookedBackend::new(
+                RedisBackend::connect(url).await?,
+                arrivals.clone(),
+            ))),
             _ => Client::Raw(Box::new(RawFair::connect(url, &key, config.tasks).await?)),
         };
         let check = redis::Client::open(url)?
@@ -632,7 +458,7 @@ pub async fn run(
     // The warm-up's grants are not counted.
     let warm: Vec<u64> = rows
         .iter()
-        .map(|row| row.shared.arrivals.book().out_of_order)
+        .map(|row| row.shared.arrivals.tally().out_of_order)
         .collect();
     let mut tallies: Vec<RowTally> = rows
         .iter()
@@ -662,7 +488,7 @@ pub async fn run(
     }
     let mut out = Vec::with_capacity(rows.len());
     for ((row, tallied), warm) in rows.iter().zip(tallies).zip(warm) {
-        let out_of_order = row.shared.arrivals.book().out_of_order - warm;
+        let out_of_order = row.shared.arrivals.tally().out_of_order - warm;
         if row.shared.name == "distlock-fair" && out_of_order > 0 {
             return Err(
                 format!("W9 distlock-fair: {out_of_order} grants out of arrival order").into(),
@@ -754,27 +580,6 @@ pub fn ratios(rows: &[&Measurement]) -> Vec<Ratio> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_grant_while_someone_who_came_earlier_waits_is_out_of_order() {
-        let mut book = Book::default();
-        book.came("a", true); // free: granted at once, nobody waits
-        book.came("b", false);
-        book.came("c", false);
-        assert!(book.waits("b") && book.waits("c"));
-        book.granted_waiter("b"); // in order
-        assert_eq!(book.out_of_order, 0);
-        book.came("a", true); // the releasing task takes it again ahead of c
-        assert_eq!(book.out_of_order, 1);
-        book.came("b", false);
-        book.granted_waiter("b"); // ahead of c, who came before it
-        assert_eq!(book.out_of_order, 2);
-        book.granted_waiter("c");
-        assert_eq!(book.out_of_order, 2);
-        assert!(book.waiting.is_empty() && book.numbers.is_empty());
-        book.granted_waiter("nobody");
-        assert_eq!(book.out_of_order, 2);
-    }
 
     #[test]
     fn ratios_divide_the_fair_row_by_the_others() {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use rand::Rng;
 
+use crate::fault_loop::FaultFuture;
 use crate::proxy::{Fault, FaultProxy};
-use crate::schedule::FaultFuture;
 use crate::server::RedisServer;
 
 /// The in-model faults of one node reached through `proxy`, in turn: latency on the proxy,

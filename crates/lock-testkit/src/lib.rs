@@ -41,10 +41,12 @@
 // it; `doc_cfg` adds them from the `#[cfg]`s alone. Other builds never see the nightly feature.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod arrivals;
 pub mod cluster;
 pub mod conformance;
 pub mod election_conformance;
 pub mod fair_conformance;
+pub mod fault_loop;
 pub mod faults;
 pub mod history;
 pub mod latch_conformance;
@@ -59,6 +61,7 @@ pub mod schedule;
 pub mod semaphore_conformance;
 pub mod sentinel;
 pub mod server;
+pub mod sharing;
 pub mod slow_node;
 pub mod spans;
 mod timeline;
@@ -71,6 +74,7 @@ pub mod tls;
 
 pub use cluster::{FailoverMode, RedisCluster};
 pub use conformance::granted;
+pub use fault_loop::FaultLoop;
 pub use history::{CheckOptions, History, Hold, HoldRecorder, Report, WriteStatus};
 pub use leftovers::{Leftovers, ServerLeftovers, assert_nothing_left, check_nothing_left};
 pub use nodes::RedisNodes;

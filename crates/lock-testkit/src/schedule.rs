@@ -6,22 +6,17 @@
 //! MultiLock, RedLock or a backend of your own; the faults are a closure you give it (pause a
 //! server, add latency on a [`crate::FaultProxy`], ...).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use lock_core::{Error, Fenced, LockBackend, LockOptions, Locker, Wait};
-use rand::Rng;
 use tokio::time::Instant;
 
+pub use crate::fault_loop::FaultFuture;
+use crate::fault_loop::FaultLoop;
 use crate::history::{CheckOptions, History, Report};
 use crate::resource::FencedResource;
-
-/// A boxed fault: runs one fault to completion (inject, hold it for a while, heal) and returns
-/// a label for the summary.
-pub type FaultFuture = Pin<Box<dyn Future<Output = String> + Send>>;
 
 /// What a schedule does.
 #[derive(Clone, Debug)]
@@ -139,7 +134,7 @@ pub async fn run_schedule<B, F>(
     schedule: &Schedule,
     lockers: Vec<Locker<B>>,
     resource: FencedResource,
-    mut fault: F,
+    fault: F,
 ) -> ScheduleReport
 where
     B: LockBackend,
@@ -154,22 +149,7 @@ where
     let counters = Arc::new(Counters::default());
     let started = Instant::now();
 
-    let done = Arc::new(AtomicBool::new(false));
-    let faults = {
-        let done = done.clone();
-        let (low, high) = schedule.fault_gap;
-        tokio::spawn(async move {
-            let mut labels = Vec::new();
-            loop {
-                let gap = rand::rng().random_range(low..=high);
-                tokio::time::sleep(gap).await;
-                if done.load(Ordering::Acquire) {
-                    return labels;
-                }
-                labels.push(fault(labels.len()).await);
-            }
-        })
-    };
+    let faults = FaultLoop::start(fault, schedule.fault_gap);
 
     let per_worker = schedule.acquisitions.div_ceil(schedule.workers.max(1));
     let mut workers = tokio::task::JoinSet::new();
@@ -186,8 +166,7 @@ where
     while let Some(joined) = workers.join_next().await {
         joined.expect("a schedule worker panicked");
     }
-    done.store(true, Ordering::Release);
-    let faults = faults.await.expect("the fault task panicked");
+    let faults = faults.stop().await;
     let elapsed = started.elapsed();
 
     let final_value = resource

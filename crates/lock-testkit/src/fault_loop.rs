@@ -1,0 +1,85 @@
+//! Faults injected one after another at random gaps while a workload runs: the loop every
+//! battery shares (the lock schedule of [`crate::run_schedule`] and the lock family's own
+//! workloads).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rand::Rng;
+
+/// A boxed fault: runs one fault to completion (inject, hold it for a while, heal) and returns
+/// a label for the summary.
+pub type FaultFuture = Pin<Box<dyn Future<Output = String> + Send>>;
+
+/// A running fault loop: `fault(n)` for the n-th fault, each after a random gap, until
+/// [`stop`](Self::stop). A fault in progress when it is stopped is run to its end, so that
+/// whatever it broke is healed before the workload's checks.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use lock_testkit::FaultLoop;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let faults = FaultLoop::start(
+///     |n| Box::pin(async move { format!("fault {n}") }),
+///     (Duration::from_millis(1), Duration::from_millis(5)),
+/// );
+/// tokio::time::sleep(Duration::from_millis(100)).await; // the workload
+/// let labels = faults.stop().await;
+/// assert!(labels.iter().any(|label| label == "fault 0"));
+/// # }
+/// ```
+#[must_use = "a fault loop runs until it is stopped; stop it to heal the last fault"]
+pub struct FaultLoop {
+    done: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Vec<String>>,
+}
+
+impl FaultLoop {
+    /// Starts injecting `fault(0)`, `fault(1)`, ... one at a time, each after a gap drawn
+    /// from `gap` (low, high).
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    pub fn start<F>(mut fault: F, gap: (Duration, Duration)) -> Self
+    where
+        F: FnMut(usize) -> FaultFuture + Send + 'static,
+    {
+        let done = Arc::new(AtomicBool::new(false));
+        let task = {
+            let done = done.clone();
+            let (low, high) = gap;
+            tokio::spawn(async move {
+                let mut labels = Vec::new();
+                loop {
+                    let gap = rand::rng().random_range(low..=high);
+                    tokio::time::sleep(gap).await;
+                    if done.load(Ordering::Acquire) {
+                        return labels;
+                    }
+                    labels.push(fault(labels.len()).await);
+                }
+            })
+        };
+        FaultLoop { done, task }
+    }
+
+    /// Stops the loop once the fault in progress (if any) has healed, and returns the label
+    /// of every fault injected, in order.
+    ///
+    /// # Panics
+    ///
+    /// When a fault panicked.
+    pub async fn stop(self) -> Vec<String> {
+        self.done.store(true, Ordering::Release);
+        self.task.await.expect("the fault task panicked")
+    }
+}
