@@ -10,8 +10,11 @@
 //!
 //! Under faults a first attempt may fail after it ran on the server (its reply lost): that
 //! waiter may be queued from an earlier moment than any number it could get, so it is left
-//! out of the judging (counted as `unjudged`) until its wait ends. A waiter that gives up and
-//! leaves the queue stops waiting in the book when it starts leaving.
+//! out of the judging (counted as `unjudged`) until its wait ends. A later attempt that fails
+//! may have been a grant whose answer was lost, which the locker gives back (an unseen hold
+//! must not linger), so the waiter queues again at the back: passing over such a waiter is
+//! counted as `displaced`, not out of order. A waiter that gives up and leaves the queue stops
+//! waiting in the book when it starts leaving.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -31,8 +34,12 @@ pub struct ArrivalTally {
     pub arrivals: u64,
     /// Grants judged against the arrival order.
     pub grants: u64,
-    /// Grants made while someone who came earlier still waited.
+    /// Grants made while someone who came earlier still waited (and had seen no failure).
     pub out_of_order: u64,
+    /// Waiters passed over after one of their attempts failed while they waited: the attempt
+    /// may have been a grant whose answer was lost, given back by the locker (an unseen hold
+    /// must not linger), so that they queued again at the back.
+    pub displaced: u64,
     /// Grants not judged: to a waiter whose first attempt failed, so whose place is unknown.
     pub unjudged: u64,
     /// Waits that ended without a grant (the waiter left the queue).
@@ -43,8 +50,9 @@ impl fmt::Display for ArrivalTally {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} arrivals, {} grants judged ({} out of order), {} unjudged, {} waits given up",
-            self.arrivals, self.grants, self.out_of_order, self.unjudged, self.left
+            "{} arrivals, {} grants judged ({} out of order), {} waiters displaced after a \
+             failed attempt, {} grants unjudged, {} waits given up",
+            self.arrivals, self.grants, self.out_of_order, self.displaced, self.unjudged, self.left
         )
     }
 }
@@ -59,6 +67,9 @@ struct Book {
     numbers: HashMap<String, u64>,
     /// Waiting owners whose first attempt failed: their place in the queue is unknown.
     uncertain: HashSet<String>,
+    troubled: HashSet<String>,
+    /// Troubled waiters passed over by a grant (counted once each).
+    displaced: HashSet<String>,
     tally: ArrivalTally,
 }
 
@@ -78,6 +89,8 @@ impl Book {
 
     /// A later attempt of `owner`, which came earlier, was granted.
     fn granted_waiter(&mut self, owner: &str) {
+        self.troubled.remove(owner);
+        self.displaced.remove(owner);
         if self.uncertain.remove(owner) {
             self.tally.unjudged += 1;
         } else if let Some(number) = self.numbers.remove(owner) {
@@ -87,15 +100,17 @@ impl Book {
     }
 
     /// A grant to the owner that came as `number`: out of order when anyone who came before
-    /// it still waits.
+    /// it still waits; a troubled waiter passed over is counted as displaced instead (once).
     fn granted(&mut self, number: u64) {
         self.tally.grants += 1;
-        if self
-            .waiting
-            .first_key_value()
-            .is_some_and(|(first, _)| *first < number)
-        {
-            self.tally.out_of_order += 1;
+        for (_, owner) in self.waiting.range(..number) {
+            if !self.troubled.contains(owner) {
+                self.tally.out_of_order += 1;
+                return;
+            }
+            if self.displaced.insert(owner.clone()) {
+                self.tally.displaced += 1;
+            }
         }
     }
 
@@ -109,8 +124,17 @@ impl Book {
         self.uncertain.insert(owner.to_owned());
     }
 
+    /// An attempt of `owner`, waiting, failed: it may have been a grant whose answer was lost,
+    /// which the locker gives back (an unseen hold must not linger), so that the waiter queues
+    /// again at the back.
+    fn failed_waiting(&mut self, owner: &str) {
+        self.troubled.insert(owner.to_owned());
+    }
+
     /// `owner`'s wait ended without a grant.
     fn left(&mut self, owner: &str) {
+        self.troubled.remove(owner);
+        self.displaced.remove(owner);
         let numbered = self.numbers.remove(owner);
         if let Some(number) = numbered {
             self.waiting.remove(&number);
@@ -167,7 +191,13 @@ impl Arrivals {
         attempt: F,
     ) -> Result<bool, E> {
         if self.book().waits(owner) {
-            let granted = attempt.await?;
+            let granted = match attempt.await {
+                Ok(granted) => granted,
+                Err(error) => {
+                    self.book().failed_waiting(owner);
+                    return Err(error);
+                }
+            };
             if granted {
                 self.book().granted_waiter(owner);
             }
@@ -365,6 +395,25 @@ mod tests {
         assert_eq!(book.tally.out_of_order, 0);
         assert_eq!(book.tally.unjudged, 1);
         assert!(!book.waits("b"));
+    }
+
+    #[test]
+    fn passing_over_a_waiter_whose_attempt_failed_displaces_it_once() {
+        let mut book = Book::default();
+        book.came("a", true);
+        book.came("b", false);
+        book.came("c", false);
+        book.came("d", false);
+        book.failed_waiting("b");
+        book.granted_waiter("c");
+        book.granted_waiter("d");
+        assert_eq!((book.tally.out_of_order, book.tally.displaced), (0, 1));
+        book.came("e", false);
+        book.came("f", false);
+        book.granted_waiter("f"); // ahead of e, which saw no failure
+        assert_eq!((book.tally.out_of_order, book.tally.displaced), (1, 1));
+        book.granted_waiter("b");
+        assert!(book.troubled.is_empty() && book.displaced.is_empty());
     }
 
     #[tokio::test]
