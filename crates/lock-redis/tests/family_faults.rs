@@ -20,12 +20,13 @@
 //!
 //! Each ends with nothing left on the server (keys and subscriptions), once the leases ran out.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{FairBackend, LockOptions, Locker, RwLocker, Wait};
-use lock_redis::RedisBackend;
+use lock_core::{FairBackend, LockOptions, Locker, RwLocker, Semaphore, Wait};
+use lock_redis::{RedisBackend, RedisFairSide};
 use lock_testkit::arrivals::{Arrivals, BookedBackend};
 use lock_testkit::conformance::fresh_name;
 use lock_testkit::sharing::{Claim, SharedHold, check_sharing};
@@ -33,6 +34,7 @@ use lock_testkit::{
     FaultLoop, FaultProxy, RedisServer, ServerOptions, assert_nothing_left, faults,
 };
 use rand::Rng;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 const CLIENTS: usize = 4;
@@ -128,13 +130,36 @@ fn random_ms(low: u64, high: u64) -> Duration {
 }
 
 /// Waits for every task, failing the test when one is still running `DRAIN` after the run.
-async fn drain(tasks: Vec<tokio::task::JoinHandle<()>>, what: &str) {
+async fn drain(tasks: Vec<JoinHandle<()>>, what: &str) {
     for task in tasks {
         tokio::time::timeout(DRAIN, task)
             .await
             .unwrap_or_else(|_| panic!("{what}: a task still runs {DRAIN:?} after the run"))
             .expect("a task panicked");
     }
+}
+
+/// Starts `TASKS_PER_CLIENT` tasks on each of `lockers`, each running `turn(locker, holder)`
+/// over and over until `until` (`holder` numbers the tasks from 0).
+fn spawn_tasks<L, F, T>(lockers: Vec<L>, until: Instant, turn: F) -> Vec<JoinHandle<()>>
+where
+    L: Clone + Send + 'static,
+    F: Fn(L, usize) -> T + Clone + Send + 'static,
+    T: Future<Output = ()> + Send,
+{
+    let mut tasks = Vec::new();
+    for (client, locker) in lockers.into_iter().enumerate() {
+        for task in 0..TASKS_PER_CLIENT {
+            let (locker, turn) = (locker.clone(), turn.clone());
+            let holder = client * TASKS_PER_CLIENT + task;
+            tasks.push(tokio::spawn(async move {
+                while Instant::now() < until {
+                    turn(locker.clone(), holder).await;
+                }
+            }));
+        }
+    }
+    tasks
 }
 
 /// The holds recorded by every task, and the attempts that ended in an error.
@@ -159,20 +184,23 @@ impl Record {
     }
 }
 
-/// Holds a guard `hold` or until its lease is lost; returns when the hold ends (the guard's
-/// validity deadline, when the lease was lost first), then releases it (an error leaves it to
-/// its lease).
-async fn hold_then_release<B: lock_core::LockBackend>(
-    guard: lock_core::LockGuard<B>,
+/// Holds the guard an acquire returned for `hold`, or until its lease is lost, then releases it
+/// (an error leaves it to its lease); returns when the hold began (the acquire returned) and
+/// ended (the guard's validity deadline, when the lease was lost first). `None` when the
+/// acquire failed.
+async fn hold_for<B: lock_core::LockBackend>(
+    acquired: lock_core::Result<lock_core::LockGuard<B>>,
     hold: Duration,
-) -> Instant {
+) -> Option<(Instant, Instant)> {
+    let guard = acquired.ok()?;
+    let from = Instant::now();
     tokio::select! {
         () = tokio::time::sleep(hold) => {}
         _ = guard.lost() => {}
     }
     let to = Instant::now().min(guard.valid_until());
     let _ = guard.release().await;
-    to
+    Some((from, to))
 }
 
 #[test]
@@ -186,54 +214,36 @@ fn read_write_lock_readers_share_writers_are_alone_under_faults() {
             .wait(Duration::from_secs(5));
         let faults = rig.faults();
         let until = Instant::now() + RUN;
-        let mut tasks = Vec::new();
-        for (client, backend) in rig.clients.iter().enumerate() {
-            // Half the clients hold new readers back while writers wait; both kinds interoperate.
-            let locker = if client % 2 == 0 {
-                RwLocker::new(backend.clone())
-            } else {
-                RwLocker::writer_preferring(backend.clone())
-            };
-            for task in 0..TASKS_PER_CLIENT {
-                let (locker, name, record, options) = (
-                    locker.clone(),
-                    name.clone(),
-                    record.clone(),
-                    options.clone(),
-                );
-                let holder = client * TASKS_PER_CLIENT + task;
-                tasks.push(tokio::spawn(async move {
-                    while Instant::now() < until {
-                        let write = rand::rng().random_ratio(1, 4);
-                        let hold = random_ms(2, 20);
-                        let (claim, from, to) = if write {
-                            match locker.write_with(&name, &options).await {
-                                Ok(guard) => {
-                                    let from = Instant::now();
-                                    (Claim::Exclusive, from, hold_then_release(guard, hold).await)
-                                }
-                                Err(_) => {
-                                    record.error();
-                                    continue;
-                                }
-                            }
-                        } else {
-                            match locker.read_with(&name, &options).await {
-                                Ok(guard) => {
-                                    let from = Instant::now();
-                                    (Claim::Shared(1), from, hold_then_release(guard, hold).await)
-                                }
-                                Err(_) => {
-                                    record.error();
-                                    continue;
-                                }
-                            }
-                        };
-                        record.hold(holder, claim, from, to);
+        // Half the clients hold new readers back while writers wait; both kinds interoperate.
+        let lockers = rig
+            .clients
+            .iter()
+            .enumerate()
+            .map(|(client, backend)| match client % 2 {
+                0 => RwLocker::new(backend.clone()),
+                _ => RwLocker::writer_preferring(backend.clone()),
+            })
+            .collect();
+        let tasks = spawn_tasks(lockers, until, {
+            let (name, record) = (name.clone(), record.clone());
+            move |locker: RwLocker<RedisBackend>, holder| {
+                let (name, record, options) = (name.clone(), record.clone(), options.clone());
+                async move {
+                    let hold = random_ms(2, 20);
+                    let held = if rand::rng().random_ratio(1, 4) {
+                        let held = hold_for(locker.write_with(&name, &options).await, hold).await;
+                        held.map(|span| (Claim::Exclusive, span))
+                    } else {
+                        let held = hold_for(locker.read_with(&name, &options).await, hold).await;
+                        held.map(|span| (Claim::Shared(1), span))
+                    };
+                    match held {
+                        Some((claim, (from, to))) => record.hold(holder, claim, from, to),
+                        None => record.error(),
                     }
-                }));
+                }
             }
-        }
+        });
         tokio::time::sleep_until(until).await;
         let faults = faults.stop().await;
         drain(tasks, "read-write lock").await;
@@ -277,36 +287,39 @@ fn semaphore_never_has_more_permits_out_than_it_has_under_faults() {
         );
         let faults = rig.faults();
         let until = Instant::now() + RUN;
-        let mut tasks = Vec::new();
-        for (client, backend) in rig.clients.iter().enumerate() {
-            let semaphore = Locker::new(backend.clone())
-                .semaphore(&name)
-                .expect("a valid name");
-            for task in 0..TASKS_PER_CLIENT {
-                let (semaphore, record) = (semaphore.clone(), record.clone());
-                let holder = client * TASKS_PER_CLIENT + task;
-                tasks.push(tokio::spawn(async move {
-                    while Instant::now() < until {
-                        let permits = rand::rng().random_range(1..=2);
-                        let hold = random_ms(2, 20);
-                        let wait = Wait::Upto(Duration::from_secs(2));
-                        if semaphore.acquire_with(permits, wait).await.is_err() {
-                            // Not taken, or maybe taken with the answer lost: then leaked,
-                            // which lowers the capacity but never raises it.
-                            record.error();
-                            continue;
-                        }
-                        let from = Instant::now();
-                        tokio::time::sleep(hold).await;
-                        // The hold ends when the release is sent.
-                        record.hold(holder, Claim::Shared(permits), from, Instant::now());
-                        if semaphore.release(permits).await.is_err() {
-                            record.error();
-                        }
+        let semaphores = rig
+            .clients
+            .iter()
+            .map(|backend| {
+                Locker::new(backend.clone())
+                    .semaphore(&name)
+                    .expect("a valid name")
+            })
+            .collect();
+        let tasks = spawn_tasks(semaphores, until, {
+            let record = record.clone();
+            move |semaphore: Semaphore<RedisBackend>, holder| {
+                let record = record.clone();
+                async move {
+                    let permits = rand::rng().random_range(1..=2);
+                    let hold = random_ms(2, 20);
+                    let wait = Wait::Upto(Duration::from_secs(2));
+                    if semaphore.acquire_with(permits, wait).await.is_err() {
+                        // Not taken, or maybe taken with the answer lost: then leaked, which
+                        // lowers the capacity but never raises it.
+                        record.error();
+                        return;
                     }
-                }));
+                    let from = Instant::now();
+                    tokio::time::sleep(hold).await;
+                    // The hold ends when the release is sent.
+                    record.hold(holder, Claim::Shared(permits), from, Instant::now());
+                    if semaphore.release(permits).await.is_err() {
+                        record.error();
+                    }
+                }
             }
-        }
+        });
         tokio::time::sleep_until(until).await;
         let faults = faults.stop().await;
         drain(tasks, "semaphore").await;
@@ -354,31 +367,24 @@ fn fair_lock_grants_in_arrival_order_under_faults() {
             .wait(Duration::from_secs(8));
         let faults = rig.faults();
         let until = Instant::now() + RUN;
-        let mut tasks = Vec::new();
-        for (client, backend) in rig.clients.iter().enumerate() {
-            let locker = Locker::new(BookedBackend::new(backend.fair_side(), arrivals.clone()));
-            for task in 0..TASKS_PER_CLIENT {
-                let (locker, name, record, options) = (
-                    locker.clone(),
-                    name.clone(),
-                    record.clone(),
-                    options.clone(),
-                );
-                let holder = client * TASKS_PER_CLIENT + task;
-                tasks.push(tokio::spawn(async move {
-                    while Instant::now() < until {
-                        match locker.lock_with(&name, &options).await {
-                            Ok(guard) => {
-                                let from = Instant::now();
-                                let to = hold_then_release(guard, random_ms(1, 5)).await;
-                                record.hold(holder, Claim::Exclusive, from, to);
-                            }
-                            Err(_) => record.error(),
-                        }
+        let lockers = rig
+            .clients
+            .iter()
+            .map(|backend| Locker::new(BookedBackend::new(backend.fair_side(), arrivals.clone())))
+            .collect();
+        let tasks = spawn_tasks(lockers, until, {
+            let (name, record) = (name.clone(), record.clone());
+            move |locker: Locker<BookedBackend<RedisFairSide>>, holder| {
+                let (name, record, options) = (name.clone(), record.clone(), options.clone());
+                async move {
+                    let acquired = locker.lock_with(&name, &options).await;
+                    match hold_for(acquired, random_ms(1, 5)).await {
+                        Some((from, to)) => record.hold(holder, Claim::Exclusive, from, to),
+                        None => record.error(),
                     }
-                }));
+                }
             }
-        }
+        });
         tokio::time::sleep_until(until).await;
         let faults = faults.stop().await;
         drain(tasks, "fair lock").await;
