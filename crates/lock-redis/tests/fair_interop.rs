@@ -608,7 +608,10 @@ fn a_redisson_unlock_wakes_our_head_waiter() {
             name: name.clone(),
         };
         assert!(redisson.try_lock_once(3).await, "free: Redisson's");
-        let (field, waiter) = our_waiter(&ours, &name, Duration::ZERO).await;
+        // It holds the lock a while once granted: Redisson's `tryLock()` right after the unlock
+        // then finds our waiter at the head or holding, never a free lock (with no hold, a
+        // loaded machine could let our waiter in and out before it, and Redisson's would win).
+        let (field, waiter) = our_waiter(&ours, &name, Duration::from_millis(300)).await;
         assert_eq!(ours.queue(&name).await, vec![field.clone()]);
         assert!(!redisson.try_lock_once(4).await, "held");
         // Our waiter's next attempt is seconds away: only the announcement can wake it now.
