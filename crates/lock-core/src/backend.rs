@@ -466,8 +466,11 @@ pub trait LockBackend: Send + Sync + 'static {
     ///   `keep` = the holds of `owner_field` the process still knows (the released one already
     ///   forgotten), so the count ends right whether the release ran or not; if that fails too,
     ///   it keeps a debt, as after an acquire (see [`try_acquire`](Self::try_acquire)).
-    /// - Any other error only when nothing was applied. The Locker returns it and undoes
-    ///   nothing: the guard's watchdog is already stopped, so the hold ends with its lease.
+    /// - Any other error only when nothing was applied. The hold is then still on the store,
+    ///   and the guard has forgotten it: it gets the same [`abandon`](Self::abandon) (and the
+    ///   same debt if that fails), so that the owner's next acquire cannot re-enter a hold it
+    ///   does not know of (which would leave the lock held after its release, and, on a fair
+    ///   lock, jump the queue).
     ///
     /// [`crate::Locker::unlock`] calls `release` directly and returns its answer, without any
     /// cleanup.

@@ -746,6 +746,9 @@ mod tests {
         answer_delay: Duration,
         /// Grants applied by the store come back without their fencing token.
         drop_tokens: std::sync::atomic::AtomicBool,
+        /// This many releases fail before they reach the store (a definite error: an
+        /// unavailable server) before they work again.
+        failing_releases: std::sync::atomic::AtomicUsize,
     }
 
     impl Scripted {
@@ -760,6 +763,7 @@ mod tests {
                 renew_calls: std::sync::atomic::AtomicUsize::new(0),
                 answer_delay: Duration::ZERO,
                 drop_tokens: std::sync::atomic::AtomicBool::new(false),
+                failing_releases: std::sync::atomic::AtomicUsize::new(0),
             }
         }
 
@@ -801,6 +805,15 @@ mod tests {
             owner_field: &str,
             lease: Duration,
         ) -> Result<ReleaseOutcome> {
+            let fail = self
+                .failing_releases
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                    left.checked_sub(1)
+                })
+                .is_ok();
+            if fail {
+                return Err(Error::Unavailable("loading".into()));
+            }
             self.inner.release(name, owner_field, lease).await
         }
         async fn renew(
@@ -844,6 +857,43 @@ mod tests {
 
     async fn holders(locker: &Locker<Scripted>, name: &str) -> Vec<(String, u32)> {
         locker.state(name).await.unwrap().holders
+    }
+
+    #[tokio::test]
+    async fn a_release_that_surely_failed_leaves_no_hold_for_the_owner_to_re_enter() {
+        let backend = Scripted::new(Vec::new());
+        backend.failing_releases.store(1, Ordering::SeqCst);
+        let locker = Locker::new(backend);
+        let guard = locker.lock("r").await.unwrap();
+        let field = guard.owner_field().to_owned();
+        assert!(!guard.release().await.unwrap_err().is_ambiguous());
+        // Given back at once: the owner's next lock is a fresh single hold, not a re-entry of
+        // a hold it no longer knows of (count 2, still held after its release).
+        assert!(holders(&locker, "r").await.is_empty());
+        let guard = locker.lock("r").await.unwrap();
+        assert_eq!(holders(&locker, "r").await, vec![(field, 1)]);
+        assert!(guard.release().await.unwrap().was_held());
+        assert!(holders(&locker, "r").await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_release_that_surely_failed_with_its_cleanup_is_settled_before_the_next_lock() {
+        let backend = Scripted::new(Vec::new());
+        backend.failing_releases.store(1, Ordering::SeqCst);
+        backend.failing_abandons.store(1, Ordering::SeqCst);
+        let locker = Locker::new(backend);
+        let guard = locker.lock("s").await.unwrap();
+        let field = guard.owner_field().to_owned();
+        assert!(guard.release().await.is_err());
+        assert_eq!(
+            holders(&locker, "s").await,
+            vec![(field.clone(), 1)],
+            "a debt"
+        );
+        let guard = locker.lock("s").await.unwrap();
+        assert_eq!(holders(&locker, "s").await, vec![(field, 1)]);
+        assert!(guard.release().await.unwrap().was_held());
+        assert!(holders(&locker, "s").await.is_empty());
     }
 
     #[tokio::test]

@@ -113,8 +113,11 @@ impl<B: LockBackend> LockerShared<B> {
             .settle_debt(&*self.backend, name, field, keep + 1)
             .await?;
         let released = self.backend.release(name, field, lease).await;
-        if let Err(error) = &released
-            && error.is_ambiguous()
+        // Ambiguous or not, a failed release may leave the hold on the store, forgotten here:
+        // left to its lease, the owner's next acquire would re-enter it (a count one above what
+        // it knows, kept alive by each re-entry, and ahead of any queue), so it is given back
+        // now, or before the owner's next call on the name.
+        if released.is_err()
             && let Err(cleanup) = self.backend.abandon(name, field, keep).await
         {
             tracing::warn!(%cleanup, name, "could not settle a release of unknown outcome; retried before the next attempt or release");
