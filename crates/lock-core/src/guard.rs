@@ -11,10 +11,9 @@ use crate::backend::{LockBackend, ReleaseOutcome, RenewOutcome};
 use crate::error::{Error, Result};
 use crate::fencing::{Fenced, Fencing, Unfenced};
 use crate::hold::{Hold, LeaseLoss};
-use crate::holds::Busy;
 use crate::options::check_lease;
 use crate::owner::Owner;
-use crate::shared::LockerShared;
+use crate::shared::{LockerShared, Release};
 use crate::telemetry;
 
 /// A held lock. Give it back with [`LockGuard::release`]; dropping it releases too, in the
@@ -26,9 +25,13 @@ use crate::telemetry;
 ///
 /// # Drop
 ///
-/// Dropping the guard stops its watchdog at once and spawns a best-effort release on the current
-/// tokio runtime; it never blocks. Outside a runtime, or if that release fails, the lease is the
-/// safety net: the lock expires when its lease runs out.
+/// Dropping the guard stops its watchdog at once and puts its release in the owner's line on
+/// this name before `drop` returns; the release itself runs on the current tokio runtime, in the
+/// background, so dropping never blocks. The owner's next call on the name (a `lock()` on the
+/// next line, say) waits for that release and so gets a fresh hold (`hold_count() == 1`), not a
+/// re-entry of the dropped one. If the release fails, the owner's count is set right before its
+/// next call on the name; outside a runtime that is all that happens, and otherwise the lease is
+/// the safety net.
 ///
 /// # Fencing
 ///
@@ -268,15 +271,16 @@ impl<B: LockBackend, F: Fencing> LockGuard<B, F> {
     ///
     /// # Errors
     ///
-    /// Backend errors. The watchdog is stopped first in any case, so on error the lock expires
-    /// within its lease.
+    /// Backend errors. The watchdog is stopped first in any case, and the owner's count on the
+    /// store is set back to the holds it still has (at once, or before its next call on the
+    /// name); failing that, the lock expires within its lease.
     ///
     /// # Cancel safety
     ///
-    /// If cancelled, the release may or may not have reached the store; the watchdog is already
-    /// stopped, so the lock is gone by the end of its lease at the latest.
+    /// Cancelling it does not cancel the release: it goes on in the background, like a dropped
+    /// guard's, and the owner's next call on the name still comes after it.
     pub async fn release(mut self) -> Result<ReleaseOutcome> {
-        let (keep, _busy) = self.finish();
+        let release = self.finish();
         let span = tracing::info_span!(
             "distlock.release",
             name = self.hold.name(),
@@ -285,11 +289,7 @@ impl<B: LockBackend, F: Fencing> LockGuard<B, F> {
             node = tracing::field::Empty,
             outcome = tracing::field::Empty,
         );
-        let released = self
-            .locker
-            .release_keeping(&self.hold, keep)
-            .instrument(span.clone())
-            .await;
+        let released = release.run().instrument(span.clone()).await;
         let outcome = match &released {
             Ok(ReleaseOutcome::Released) => "released",
             Ok(ReleaseOutcome::StillHeld { .. }) => "still_held",
@@ -302,25 +302,16 @@ impl<B: LockBackend, F: Fencing> LockGuard<B, F> {
         released
     }
 
-    /// Stops the watchdog and the local bookkeeping; the server-side release is the caller's.
-    /// Returns the holds of this owner on this name still known afterwards, and the release
-    /// counted as under way from before the hold is forgotten here until the returned value is
-    /// dropped (after the release): a background cleanup must not take the holds known in
-    /// between for the store's.
-    fn finish(&mut self) -> (u32, Busy) {
-        let busy = self.locker.holds.begin(self.hold.name(), self.hold.field());
-        if self.finished {
-            let known = self
-                .locker
-                .holds
-                .known_holds(self.hold.name(), self.hold.field());
-            return (known, busy);
-        }
+    /// Stops the watchdog and puts the release in the owner's line on this name, at once: the
+    /// owner's next call there comes after it. The server-side release is the caller's to run
+    /// (or to drop, which runs it in the background).
+    fn finish(&mut self) -> Release<B> {
+        debug_assert!(!self.finished, "a guard is finished once");
         self.finished = true;
         if let Some(id) = self.watchdog_id {
             self.locker.watchdog.unregister(id);
         }
-        (self.locker.holds.forget_hold(&self.hold), busy)
+        self.locker.issue_release(self.hold.clone())
     }
 }
 
@@ -329,19 +320,9 @@ impl<B: LockBackend, F: Fencing> Drop for LockGuard<B, F> {
         if self.finished {
             return;
         }
-        let (_, busy) = self.finish();
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::debug!(name = %self.hold.name(), "guard dropped outside a runtime; the lease will expire");
-            return;
-        };
         telemetry::hold_ended("dropped", self.hold.held_for());
-        let locker = self.locker.clone();
-        let hold = self.hold.clone();
-        runtime.spawn(async move {
-            if let Err(error) = locker.release_hold(&hold).await {
-                tracing::warn!(%error, name = %hold.name(), "background release failed; the lease will expire");
-            }
-            drop(busy);
-        });
+        // Dropped, the release goes on in the background (or, outside a runtime, is left to
+        // the owner's next call on the name and to the lease).
+        drop(self.finish());
     }
 }

@@ -182,9 +182,7 @@ impl<B: LockBackend> Locker<B> {
             .copied()
             .unwrap_or_else(Owner::current);
         let key = HoldKey::new(name, owner, self.shared.backend.client_id());
-        if !self.shared.backend.reentrant()
-            && self.shared.holds.known_holds(key.name(), key.field()) > 0
-        {
+        if !self.shared.backend.reentrant() && self.shared.live_holds(key.name(), key.field()) > 0 {
             return Err(Error::NotReentrant {
                 name: name.to_owned(),
             });
@@ -217,6 +215,14 @@ impl<B: LockBackend> Locker<B> {
         .await;
         // A fenced grant must carry its token; one without is the backend's fault: recorded and
         // returned as an error, the grant given back.
+        // Counted at once (no await between the winning attempt and here): the grant's place
+        // in line is given up only then.
+        let acquired = acquired.map(|won| {
+            won.map(|Granted { grant, sent_at }| Granted {
+                grant: grant.count(),
+                sent_at,
+            })
+        });
         let acquired = match acquired {
             Ok(Some(granted)) => match F::from_grant(granted.grant.fencing_token) {
                 Ok(token) => Ok(Some((granted, token))),
@@ -323,13 +329,13 @@ impl<B: LockBackend> Locker<B> {
         }
     }
 
-    /// Builds the guard of a granted hold: its record, its watchdog registration (in watchdog
-    /// mode) and its count in the hold book.
+    /// Builds the guard of a granted hold (already counted in its lane): its record and its
+    /// watchdog registration (in watchdog mode).
     fn make_guard<F: Fencing>(
         &self,
         key: HoldKey,
         lease: Lease,
-        granted: Granted,
+        granted: Granted<crate::backend::Grant>,
         token: F::Token,
     ) -> LockGuard<B, F> {
         let Granted { grant, sent_at } = granted;
@@ -347,7 +353,6 @@ impl<B: LockBackend> Locker<B> {
             )),
             Lease::Fixed(_) => None,
         };
-        self.shared.holds.note_hold(&hold);
         LockGuard::new(
             self.shared.clone(),
             hold,
@@ -359,9 +364,11 @@ impl<B: LockBackend> Locker<B> {
 
     /// Gives back one hold of `owner` without a guard (for example for a hold taken by a process
     /// that knew the owner's holder id). Returns [`ReleaseOutcome::NotHeld`] and changes nothing
-    /// when `owner` does not hold the lock. When holds remain, the lease is reset to the default
-    /// 30 s (as Redisson's `unlock` does), since the original lease is not known here; prefer
-    /// [`LockGuard::release`], which keeps the guard's lease.
+    /// when `owner` does not hold the lock. When holds remain, the lease is lengthened to at least
+    /// the default 30 s (never shortened: a lease runs at least as long as any hold of the owner
+    /// counts on), since the holds' own lease is not known here; prefer [`LockGuard::release`],
+    /// which uses the guard's lease. It runs in the owner's line on the name, after any call of
+    /// that owner issued here before it.
     ///
     /// # Errors
     ///
@@ -370,8 +377,7 @@ impl<B: LockBackend> Locker<B> {
         self.shared.backend.check_name(name)?;
         let field = owner.field(self.shared.backend.client_id());
         self.shared
-            .backend
-            .release(name, &field, crate::options::DEFAULT_WATCHDOG_LEASE)
+            .release_unguarded(name, &field, crate::options::DEFAULT_WATCHDOG_LEASE)
             .await
     }
 
@@ -405,25 +411,27 @@ impl<B: LockBackend> Locker<B> {
         Ok(self.state(name).await?.is_locked())
     }
 
-    /// How many holds `owner` has on `name` through this locker, once every acquire or release
-    /// of them under way here has ended (a dropped guard's release in the background) and any
-    /// failed cleanup of them is settled: then the store holds exactly these for the owner.
-    ///
-    /// # Errors
-    ///
-    /// The error of a failed cleanup that still fails.
-    pub(crate) async fn settled_holds(&self, name: &str, owner: Owner) -> Result<u32> {
+    /// How many guards of `owner` on `name` are alive in this process (through this locker).
+    pub(crate) fn live_holds(&self, name: &str, owner: Owner) -> u32 {
         let field = owner.field(self.shared.backend.client_id());
-        // A call under way ends within its command timeout (or the lease bounds what it left).
-        while self.shared.holds.is_busy(name, &field) {
-            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        self.shared.live_holds(name, &field)
+    }
+
+    /// A locker over `backend` whose calls share the lines of `other` (the other side of a
+    /// read-write lock: one owner's calls on one name are ordered across both sides), keeping
+    /// the tallies of `side`.
+    pub(crate) fn sharing_order_with<O: LockBackend>(
+        backend: B,
+        other: &Locker<O>,
+        side: crate::order::Side,
+    ) -> Self {
+        Locker {
+            shared: Arc::new(LockerShared::on_side(
+                Arc::new(backend),
+                other.shared.order.clone(),
+                side,
+            )),
         }
-        let known = self.shared.holds.known_holds(name, &field);
-        self.shared
-            .holds
-            .settle_debt(&*self.shared.backend, name, &field, known)
-            .await?;
-        Ok(known)
     }
 }
 
@@ -509,7 +517,7 @@ mod tests {
         assert_eq!(locker.shared.watchdog.registered(), 0);
         drop(fixed);
         tokio::task::yield_now().await;
-        assert!(locker.shared.holds.is_empty());
+        assert!(locker.shared.order.is_empty());
     }
 
     #[tokio::test(start_paused = true)]
@@ -717,6 +725,126 @@ mod tests {
         assert!(holders(&locker, "c").await.is_empty());
     }
 
+    /// The loop every worker writes: lock, work, let the guard drop at the end of the block,
+    /// lock again. Each lock is a fresh hold, not a re-entry of the one just dropped (whose
+    /// release runs in the background), and another owner waiting gets its turn.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_lock_right_after_a_dropped_guard_is_a_fresh_hold() {
+        let locker = Locker::new(MemoryBackend::new());
+        let other = locker.clone();
+        let waiter = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let asked = Instant::now();
+            let guard = other.lock("jobs").await.unwrap();
+            let waited = asked.elapsed();
+            drop(guard);
+            waited
+        });
+        for _ in 0..100 {
+            let guard = locker.lock("jobs").await.unwrap();
+            assert_eq!(guard.hold_count(), 1, "a fresh hold, not a re-entry");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let waited = waiter.await.unwrap();
+        assert!(
+            waited < Duration::from_millis(100),
+            "the other owner got in within one job or two, not after the loop: {waited:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(holders(&locker, "jobs").await.is_empty());
+        assert!(locker.shared.order.is_empty());
+    }
+
+    /// A dropped guard's release that fails while the owner already locks again: its cleanup
+    /// (set the owner's count to the holds it still has) must not take the new hold with it.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_failed_release_of_a_dropped_guard_spares_the_next_hold() {
+        let mut backend = Scripted::new(Vec::new());
+        backend.release_delay = Duration::from_millis(10);
+        let locker = Locker::new(backend);
+        let other = Locker::new(locker.backend().inner.new_client());
+        let first = locker.lock("r").await.unwrap();
+        locker.backend().failing_releases.store(1, Ordering::SeqCst);
+        drop(first);
+        // Anything that awaits in between lets the background release start.
+        tokio::task::yield_now().await;
+        let second = locker.lock("r").await.unwrap();
+        assert_eq!(second.hold_count(), 1, "a fresh hold");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            other.try_lock("r").await.unwrap().is_none(),
+            "the second hold stands: nobody else gets in"
+        );
+        assert_eq!(
+            holders(&locker, "r").await,
+            vec![(second.owner_field().to_owned(), 1)]
+        );
+        assert_eq!(second.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+
+    /// A release whose caller stops waiting for it (a timeout around `release()`) still ends
+    /// with the hold given back, before the owner's next call on the name.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_cancelled_release_still_comes_before_the_next_lock() {
+        let mut backend = Scripted::new(Vec::new());
+        backend.release_delay = Duration::from_millis(20);
+        let locker = Locker::new(backend);
+        let guard = locker.lock("c").await.unwrap();
+        let cancelled = tokio::time::timeout(Duration::from_millis(5), guard.release()).await;
+        assert!(cancelled.is_err(), "stopped waiting mid-release");
+        let next = locker.lock("c").await.unwrap();
+        assert_eq!(next.hold_count(), 1, "a fresh hold");
+        assert_eq!(next.release().await.unwrap(), ReleaseOutcome::Released);
+        assert!(holders(&locker, "c").await.is_empty());
+    }
+
+    /// A woken waiter whose attempt fails, ending its wait, hands the wake-up on: the other
+    /// waiter gets the free lock at once, not when its timer (the old holder's lease) runs out.
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_that_fails_after_its_wake_up_passes_it_on() {
+        let locker = Locker::new(Scripted::new(Vec::new()));
+        let holder = Locker::new(locker.backend().inner.new_client());
+        let held = holder
+            .lock_with(
+                "w",
+                &LockOptions::new().fixed_lease(Duration::from_secs(20)),
+            )
+            .await
+            .unwrap();
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let locker = locker.clone();
+                tokio::spawn(async move {
+                    let options = LockOptions::new().owner(Owner::new());
+                    let result = locker.lock_with("w", &options).await;
+                    (Instant::now(), result.map(drop))
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        locker
+            .backend()
+            .script
+            .lock()
+            .unwrap()
+            .push_back(Err(Error::WrongType("scripted".into())));
+        let released_at = Instant::now();
+        assert_eq!(held.release().await.unwrap(), ReleaseOutcome::Released);
+        let mut failed = 0;
+        for waiter in waiters {
+            let (at, result) = waiter.await.unwrap();
+            match result {
+                Err(_) => failed += 1,
+                Ok(()) => assert!(
+                    at - released_at < Duration::from_millis(100),
+                    "the other waiter was handed the wake-up: {:?}",
+                    at - released_at
+                ),
+            }
+        }
+        assert_eq!(failed, 1, "one waiter's attempt failed");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn renewals_keep_a_watchdog_lease_for_long() {
         let locker = Locker::new(MemoryBackend::new());
@@ -749,6 +877,8 @@ mod tests {
         /// This many releases fail before they reach the store (a definite error: an
         /// unavailable server) before they work again.
         failing_releases: std::sync::atomic::AtomicUsize,
+        /// How long a release takes to answer (applied or failed at the end of it).
+        release_delay: Duration,
     }
 
     impl Scripted {
@@ -764,6 +894,7 @@ mod tests {
                 answer_delay: Duration::ZERO,
                 drop_tokens: std::sync::atomic::AtomicBool::new(false),
                 failing_releases: std::sync::atomic::AtomicUsize::new(0),
+                release_delay: Duration::ZERO,
             }
         }
 
@@ -805,6 +936,9 @@ mod tests {
             owner_field: &str,
             lease: Duration,
         ) -> Result<ReleaseOutcome> {
+            if !self.release_delay.is_zero() {
+                tokio::time::sleep(self.release_delay).await;
+            }
             let fail = self
                 .failing_releases
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
@@ -855,7 +989,7 @@ mod tests {
         Err(Error::ConnectionLost("reset".into()))
     }
 
-    async fn holders(locker: &Locker<Scripted>, name: &str) -> Vec<(String, u32)> {
+    async fn holders<B: LockBackend>(locker: &Locker<B>, name: &str) -> Vec<(String, u32)> {
         locker.state(name).await.unwrap().holders
     }
 
@@ -936,12 +1070,12 @@ mod tests {
             .no_wait()
             .fixed_lease(Duration::from_millis(100));
         assert!(locker.lock_with("lapse", &options).await.is_err());
-        assert!(locker.shared.holds.may_have_debts());
+        assert!(locker.shared.order.has_debts());
         tokio::time::sleep(Duration::from_millis(150)).await;
         // Any later call looks at the debts and drops the lapsed one.
         let other = locker.try_lock("other").await.unwrap().unwrap();
         assert!(
-            !locker.shared.holds.may_have_debts(),
+            !locker.shared.order.has_debts(),
             "the grant has expired on the store: nothing left to settle"
         );
         assert_eq!(other.release().await.unwrap(), ReleaseOutcome::Released);
@@ -974,7 +1108,7 @@ mod tests {
         let outer = outer_hold_with_a_debt(&locker, "kept").await;
         assert_eq!(outer.release().await.unwrap(), ReleaseOutcome::Released);
         assert!(holders(&locker, "kept").await.is_empty());
-        assert!(!locker.shared.holds.may_have_debts(), "settled");
+        assert!(!locker.shared.order.has_debts(), "settled");
     }
 
     #[tokio::test(start_paused = true)]
@@ -988,7 +1122,7 @@ mod tests {
         assert_eq!(other.release().await.unwrap(), ReleaseOutcome::Released);
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(holders(&locker, "kept").await.is_empty());
-        assert!(!locker.shared.holds.may_have_debts(), "settled");
+        assert!(!locker.shared.order.has_debts(), "settled");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,6 +7,7 @@ use crate::fencing::Fencing;
 use crate::guard::LockGuard;
 use crate::locker::Locker;
 use crate::options::LockOptions;
+use crate::order::Side;
 use crate::owner::Owner;
 use crate::rw_backend::{ReadWriteBackend, RwState};
 
@@ -79,8 +80,8 @@ impl<B: ReadWriteBackend> RwLocker<B> {
     /// as overlapping readers keep coming.
     #[must_use]
     pub fn new(backend: B) -> Self {
-        let writes = Locker::new(backend.write_side());
-        Self::with_write_side(backend, writes)
+        let write_side = backend.write_side();
+        Self::with_write_side(backend, write_side)
     }
 
     /// Read-write locks over `backend` with **writers preferred**: while a writer of this
@@ -104,13 +105,17 @@ impl<B: ReadWriteBackend> RwLocker<B> {
     /// ```
     #[must_use]
     pub fn writer_preferring(backend: B) -> Self {
-        let writes = Locker::new(backend.preferring_write_side());
-        Self::with_write_side(backend, writes)
+        let write_side = backend.preferring_write_side();
+        Self::with_write_side(backend, write_side)
     }
 
-    fn with_write_side(backend: B, writes: Locker<B::Write>) -> Self {
+    /// Both sides share one line per (name, owner): a read guard dropped just before a write
+    /// (or the other way round) has its release run first.
+    fn with_write_side(backend: B, write_side: B::Write) -> Self {
+        let reads = Locker::new(backend.read_side());
+        let writes = Locker::sharing_order_with(write_side, &reads, Side::SECOND);
         RwLocker {
-            reads: Locker::new(backend.read_side()),
+            reads,
             writes,
             backend: std::sync::Arc::new(backend),
         }
@@ -224,9 +229,10 @@ impl<B: ReadWriteBackend> RwLocker<B> {
             .explicit_owner()
             .copied()
             .unwrap_or_else(Owner::current);
-        // Refused here when this process knows the owner reads; and a read guard just dropped
-        // has its release run first, so it cannot be mistaken for a read still held.
-        if self.reads.settled_holds(name, owner).await? > 0 {
+        // Refused here when this process knows the owner reads. A read guard just dropped is no
+        // longer counted: its release is in the owner's line before this write's attempts, so
+        // the store has it by then.
+        if self.reads.live_holds(name, owner) > 0 {
             return Err(Error::UpgradeRefused {
                 name: name.to_owned(),
             });

@@ -1,36 +1,58 @@
-//! What a locker's clones and its guards share (backend, watchdog, hold book), and the two store
-//! calls that keep the hold book true: an acquire attempt and a release, each cleaned up after an
+//! What a locker's clones and its guards share (backend, watchdog, order book), and the store
+//! calls that change an owner's count: an acquire attempt, a release, the cleanup after an
 //! outcome the store may or may not have applied.
+//!
+//! Each runs in its turn in the line of its (name, owner field) (see `crate::order`), so the
+//! tally read in a turn is the store's count, and the one cleanup rule is: set the owner's count
+//! on the store to the tally ([`LockBackend::abandon`] with `keep = stored`), now, or — when that
+//! fails — as a debt that the next call in line settles first. A call whose future is dropped in
+//! its turn hands its place to a background task that applies the same rule, so the owner's next
+//! call on the name comes after it.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::backend::{AcquireOutcome, AcquireRequest, LockBackend, ReleaseOutcome};
+use crate::backend::{AcquireOutcome, AcquireRequest, Grant, LockBackend, ReleaseOutcome};
 use crate::error::Result;
 use crate::hold::Hold;
-use crate::holds::HoldBook;
+use crate::order::{OrderBook, Place, Side};
 use crate::watchdog::Watchdog;
 
 /// The state behind a [`crate::Locker`] and every guard it handed out.
 pub(crate) struct LockerShared<B: LockBackend> {
     pub backend: Arc<B>,
     pub watchdog: Watchdog<B>,
-    pub holds: HoldBook,
+    /// The lines and tallies per (name, owner field); shared with the other side of a
+    /// read-write lock.
+    pub order: Arc<OrderBook>,
+    /// Which tally of each lane this locker keeps.
+    pub side: Side,
 }
 
 impl<B: LockBackend> LockerShared<B> {
     pub fn new(backend: Arc<B>) -> Self {
+        Self::on_side(backend, OrderBook::new(), Side::FIRST)
+    }
+
+    /// A locker whose calls share the lines of `order`, keeping the `side` tallies.
+    pub fn on_side(backend: Arc<B>, order: Arc<OrderBook>, side: Side) -> Self {
         LockerShared {
             watchdog: Watchdog::new(backend.clone()),
             backend,
-            holds: HoldBook::new(),
+            order,
+            side,
         }
     }
 
-    /// One acquire; after an outcome the store may or may not have applied, it tells the store to
-    /// keep exactly the holds this process knows of, so an unseen grant does not linger.
-    ///
-    /// The known holds are read afresh for every attempt: another task of the same owner may
-    /// have taken or given back a hold while this one waited.
+    /// The guards of `field` on `name` alive in this process, on this locker's side.
+    pub fn live_holds(&self, name: &str, field: &str) -> u32 {
+        self.order.live(name, field, self.side)
+    }
+
+    /// One acquire, in its turn. The store is first told of an earlier unsettled call (a debt);
+    /// after an outcome it may or may not have applied, it is set back to the holds counted.
+    /// A grant comes back as a [`PendingGrant`], counted when its guard is made.
     ///
     /// # Errors
     ///
@@ -38,142 +60,324 @@ impl<B: LockBackend> LockerShared<B> {
     ///
     /// # Cancel safety
     ///
-    /// Dropped while the acquire is out, the store may grant it with nobody to know: the
-    /// owner's count is then set back to the holds known here in the background (recorded as
-    /// a debt first, so the owner's next call waits for it; see [`Unanswered`]).
+    /// Dropped while waiting for its turn, nothing was sent. Dropped later, the store may have
+    /// granted the acquire with nobody to know: a debt is noted and a background task, taking
+    /// this call's place in line, sets the owner's count back to the holds counted.
     pub async fn attempt(
         self: &Arc<Self>,
         mut request: AcquireRequest<'_>,
-    ) -> Result<AcquireOutcome> {
-        let busy = self.holds.begin(request.name, request.owner_field);
-        request.known_holds = self.holds.known_holds(request.name, request.owner_field);
-        self.holds
-            .settle_debt(
-                &*self.backend,
-                request.name,
-                request.owner_field,
-                request.known_holds,
-            )
-            .await?;
-        let mut unanswered = Unanswered {
-            busy: Some(busy),
-            shared: self,
-            name: request.name,
-            field: request.owner_field,
-            lease: request.lease,
-            armed: true,
-        };
-        let outcome = self.backend.try_acquire(request).await;
-        let outcome = match outcome {
-            Err(error) if error.is_ambiguous() => {
-                // Still armed: dropped during this cleanup, the debt is noted and settled in
-                // the background instead.
-                let keep = request.known_holds;
-                if let Err(cleanup) = self
-                    .backend
-                    .abandon(request.name, request.owner_field, keep)
-                    .await
-                {
-                    tracing::warn!(%cleanup, name = request.name, "could not undo an acquire of unknown outcome; retried before the next attempt or release");
-                    self.holds
-                        .note_debt(request.name, request.owner_field, request.lease);
+    ) -> Result<Attempted<B>> {
+        let place = self
+            .order
+            .enter(request.name, request.owner_field, self.side);
+        place.turn().await;
+        let call = Unsettled::new(self.clone(), place, request.lease);
+        request.known_holds = call.place().tally(|tally| tally.stored);
+        if let Err(error) = self.settle_debt(call.place(), request.known_holds).await {
+            call.done();
+            return Err(error);
+        }
+        match self.backend.try_acquire(request).await {
+            Ok(AcquireOutcome::Acquired(grant)) => {
+                Ok(Attempted::Granted(PendingGrant { grant, claim: call }))
+            }
+            Ok(AcquireOutcome::Held { ttl }) => {
+                call.done();
+                Ok(Attempted::Held { ttl })
+            }
+            Ok(AcquireOutcome::Contended { retry_after }) => {
+                call.done();
+                Ok(Attempted::Contended { retry_after })
+            }
+            Err(error) => {
+                if error.is_ambiguous() {
+                    self.set_count_to_tally(call.place(), request.lease).await;
                 }
+                call.done();
                 Err(error)
             }
-            other => other,
-        };
-        unanswered.armed = false;
-        outcome
+        }
     }
 
-    /// Gives back one hold the caller has already forgotten locally (`forget_hold`). After an
-    /// outcome the store may or may not have applied, the owner's count is set to the holds
-    /// this process still knows of (or that is left as a debt for the next call), so an unseen
-    /// release can neither leave an extra hold nor be applied twice.
-    ///
-    /// # Errors
-    ///
-    /// As [`Self::release_keeping`].
-    pub async fn release_hold(&self, hold: &Hold) -> Result<ReleaseOutcome> {
-        let keep = self.holds.known_holds(hold.name(), hold.field());
-        self.release_keeping(hold, keep).await
+    /// Puts the release of `hold` in line at once, and forgets its guard in the same step (so
+    /// nothing sees the guard gone before its release is in line). The owner's next call on the
+    /// name comes after it, whether the returned release is awaited, spawned or dropped.
+    pub fn issue_release(self: &Arc<Self>, hold: Arc<Hold>) -> Release<B> {
+        let place = self
+            .order
+            .enter_with(hold.name(), hold.field(), self.side, |tally| {
+                tally.live = tally.live.saturating_sub(1);
+            });
+        Release {
+            shared: self.clone(),
+            hold,
+            place: Some(place),
+            respawned: false,
+        }
     }
 
-    /// As [`Self::release_hold`], with the holds still known already read (`keep`).
+    /// Takes the owner out of the lock's queue (a fair lock, a writer-preferring writer) when
+    /// its wait ends without the lock: in line at once, sent in its turn by the returned
+    /// future, so it never lands after the owner's next attempt on the name. A failure is only
+    /// logged: the queue drops the entry on its own after its timeout.
+    pub fn issue_leave(
+        self: &Arc<Self>,
+        name: &str,
+        field: &str,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let place = self.order.enter(name, field, self.side);
+        let shared = self.clone();
+        async move {
+            place.turn().await;
+            if let Err(error) = shared
+                .backend
+                .leave_queue(place.name(), place.field())
+                .await
+            {
+                tracing::debug!(%error, name = place.name(), "could not leave the queue; it drops the entry on its own");
+            }
+        }
+    }
+
+    /// Gives back one hold of `field` on `name` that no guard here stands for
+    /// ([`crate::Locker::unlock`]), in its turn. No cleanup follows an error: the caller asked
+    /// for one release and gets its answer.
     ///
     /// # Errors
     ///
     /// The backend's error; an earlier cleanup's error when it fails again (nothing sent then).
-    pub async fn release_keeping(&self, hold: &Hold, keep: u32) -> Result<ReleaseOutcome> {
-        let (name, field, lease) = (hold.name(), hold.field(), hold.lease());
-        let _busy = self.holds.begin(name, field);
-        // On failure the hold is already forgotten locally, so the debt, when settled, lowers
-        // the count to what is still known: this release happens then (or when the lease ends).
-        self.holds
-            .settle_debt(&*self.backend, name, field, keep + 1)
-            .await?;
+    pub async fn release_unguarded(
+        &self,
+        name: &str,
+        field: &str,
+        lease: Duration,
+    ) -> Result<ReleaseOutcome> {
+        let place = self.order.enter(name, field, self.side);
+        place.turn().await;
+        let stored = place.tally(|tally| tally.stored);
+        self.settle_debt(&place, stored).await?;
         let released = self.backend.release(name, field, lease).await;
-        // Ambiguous or not, a failed release may leave the hold on the store, forgotten here:
-        // left to its lease, the owner's next acquire would re-enter it (a count one above what
-        // it knows, kept alive by each re-entry, and ahead of any queue), so it is given back
-        // now, or before the owner's next call on the name.
-        if released.is_err()
-            && let Err(cleanup) = self.backend.abandon(name, field, keep).await
-        {
-            tracing::warn!(%cleanup, name, "could not settle a release of unknown outcome; retried before the next attempt or release");
-            self.holds.note_debt(name, field, lease);
+        if matches!(released, Ok(ref outcome) if outcome.was_held()) {
+            place.tally(|tally| tally.give_back(lease));
         }
         released
     }
-}
 
-/// An acquire sent and not yet answered. Dropped armed (its caller went away mid-call), it
-/// records a debt for the owner (the store may have granted the acquire) and settles it in the
-/// background: the owner's count on the store is set back to the holds known here, unless
-/// another acquire or release of that owner on that name is under way (then the holds known
-/// here are not the store's yet, and the debt waits for the owner's next call, or the lease).
-/// A call of the owner starting after the cleanup settles any open debt first, with the same
-/// idempotent abandon, so the cleanup never lands after a newer grant; and the store gets the
-/// abandon after the acquire it undoes (on Redis it is written behind every pipeline under
-/// way).
-struct Unanswered<'a, B: LockBackend> {
-    /// This acquire counted as under way; ended before the cleanup looks.
-    busy: Option<crate::holds::Busy>,
-    shared: &'a Arc<LockerShared<B>>,
-    name: &'a str,
-    field: &'a str,
-    lease: std::time::Duration,
-    armed: bool,
-}
-
-impl<B: LockBackend> Drop for Unanswered<'_, B> {
-    fn drop(&mut self) {
-        drop(self.busy.take());
-        if !self.armed {
-            return;
+    /// The release of a guard's hold, in its turn (see [`Release::run`]).
+    async fn release_in_turn(
+        self: &Arc<Self>,
+        hold: &Hold,
+        place: Place,
+    ) -> Result<ReleaseOutcome> {
+        let (name, field, lease) = (hold.name(), hold.field(), hold.lease());
+        // From here on the hold counts as given back: the store ends with one hold fewer, by
+        // this release, by the cleanup after it, or by a debt the next call settles.
+        let keep = place.tally(|tally| tally.give_back(lease));
+        let call = Unsettled::new(self.clone(), place, lease);
+        // An earlier debt is settled with this hold still on the store; it goes next.
+        if let Err(error) = self.settle_debt(call.place(), keep + 1).await {
+            call.done();
+            return Err(error);
         }
-        self.shared
-            .holds
-            .note_debt(self.name, self.field, self.lease);
+        let released = self.backend.release(name, field, lease).await;
+        // A failed release may leave the hold on the store (definite errors too: nothing was
+        // applied), and a composite's partial one leaves it on the nodes that failed: left to
+        // its lease, the owner's next acquire would re-enter it (a count above what it knows,
+        // kept alive by each re-entry, and ahead of any queue). So the count is set now.
+        if matches!(released, Err(_) | Ok(ReleaseOutcome::PartlyReleased { .. })) {
+            self.set_count_to_tally(call.place(), lease).await;
+        }
+        call.done();
+        released
+    }
+
+    /// Tells the store of an earlier call whose cleanup failed, if there is one: sets the
+    /// owner's count to `keep`.
+    ///
+    /// # Errors
+    ///
+    /// The cleanup's error when it fails again: the debt stays for the next call (its lease
+    /// bounds it in any case), and the caller must not go on, since an acquire or release on
+    /// top of an unknown count would leave (or report) the wrong count.
+    async fn settle_debt(&self, place: &Place, keep: u32) -> Result<()> {
+        if place.tally(|tally| tally.open_debt()).is_none() {
+            return Ok(());
+        }
+        match self
+            .backend
+            .abandon(place.name(), place.field(), keep)
+            .await
+        {
+            Ok(()) => {
+                place.tally(|tally| tally.debt = None);
+                Ok(())
+            }
+            Err(error) => {
+                tracing::warn!(%error, name = place.name(), "could not yet undo an earlier call of unknown outcome");
+                Err(error)
+            }
+        }
+    }
+
+    /// After a call of unknown outcome: sets the owner's count on the store to the holds
+    /// counted, or notes a debt (for at most `lease`) when that fails too.
+    async fn set_count_to_tally(&self, place: &Place, lease: Duration) {
+        let keep = place.tally(|tally| tally.stored);
+        if let Err(cleanup) = self
+            .backend
+            .abandon(place.name(), place.field(), keep)
+            .await
+        {
+            tracing::warn!(%cleanup, name = place.name(), "could not undo a call of unknown outcome; retried before the owner's next call on the name");
+            place.tally(|tally| tally.note_debt(lease));
+        }
+    }
+}
+
+/// What one acquire attempt came to.
+pub(crate) enum Attempted<B: LockBackend> {
+    /// Granted: to be counted by making its guard.
+    Granted(PendingGrant<B>),
+    /// Held by another owner ([`AcquireOutcome::Held`]); nothing to undo.
+    Held { ttl: Option<Duration> },
+    /// No single holder ([`AcquireOutcome::Contended`]); nothing to undo.
+    Contended { retry_after: Duration },
+}
+
+/// A grant whose place in line is still held: nothing else of the owner on the name runs until
+/// it is counted ([`PendingGrant::count`]). Dropped uncounted, it is taken back as an acquire
+/// of unknown outcome would be.
+pub(crate) struct PendingGrant<B: LockBackend> {
+    pub grant: Grant,
+    claim: Unsettled<B>,
+}
+
+impl<B: LockBackend> PendingGrant<B> {
+    /// Counts the grant as a hold on the store and a live guard, and gives the place up.
+    pub fn count(self) -> Grant {
+        self.claim.place().tally(|tally| {
+            tally.stored += 1;
+            tally.live += 1;
+        });
+        self.claim.done();
+        self.grant
+    }
+}
+
+/// A call in its turn whose effect on the store is not settled yet. Dropped before
+/// [`Unsettled::done`] — its future went away mid-call, or a grant was never counted — it notes a
+/// debt (the store may hold more than the tally) and moves its place into a background task
+/// that sets the owner's count to the tally: the owner's next call on the name comes after it.
+struct Unsettled<B: LockBackend> {
+    shared: Arc<LockerShared<B>>,
+    place: Option<Place>,
+    /// The lease an unseen grant could have set: how long the debt lasts at most.
+    lease: Duration,
+}
+
+impl<B: LockBackend> Unsettled<B> {
+    fn new(shared: Arc<LockerShared<B>>, place: Place, lease: Duration) -> Self {
+        Unsettled {
+            shared,
+            place: Some(place),
+            lease,
+        }
+    }
+
+    fn place(&self) -> &Place {
+        self.place.as_ref().expect("held until done or dropped")
+    }
+
+    /// The call ended with its effect known (or its cleanup done or owed): the place goes to
+    /// the next call.
+    fn done(mut self) {
+        drop(self.place.take());
+    }
+}
+
+impl<B: LockBackend> Drop for Unsettled<B> {
+    fn drop(&mut self) {
+        let Some(place) = self.place.take() else {
+            return;
+        };
+        place.tally(|tally| tally.note_debt(self.lease));
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return; // the debt stays for the next call; the lease bounds it
+            return; // the debt stays for the owner's next call; the lease bounds it
         };
         let shared = self.shared.clone();
-        let (name, field) = (self.name.to_owned(), self.field.to_owned());
         runtime.spawn(async move {
-            // Another acquire or release of this owner on this name is under way: the holds
-            // known here are not the store's yet (a release forgotten but not applied, an
-            // acquire applied but not counted), so setting the count to them could take a
-            // live hold. The debt is left to the owner's next call (or the lease).
-            if shared.holds.is_busy(&name, &field) {
-                return;
-            }
-            let keep = shared.holds.known_holds(&name, &field);
+            let keep = place.tally(|tally| tally.stored);
             // On failure the debt stays for the owner's next call; the lease bounds it.
-            let _ = shared
-                .holds
-                .settle_debt(&*shared.backend, &name, &field, keep)
-                .await;
+            let _ = shared.settle_debt(&place, keep).await;
+        });
+    }
+}
+
+/// The release of a guard's hold, already in line ([`LockerShared::issue_release`]).
+///
+/// Dropped before its turn (its caller went away, or the task running it was dropped), it
+/// goes on in a background task; dropped in its turn, its cleanup does. Without a runtime to
+/// go on in, the hold is left as a debt: the owner's next call on the name takes it back first,
+/// and its lease ends it otherwise.
+pub(crate) struct Release<B: LockBackend> {
+    shared: Arc<LockerShared<B>>,
+    hold: Arc<Hold>,
+    place: Option<Place>,
+    /// Already handed to a background task once: not again (a runtime shutting down drops the
+    /// tasks it is given).
+    respawned: bool,
+}
+
+impl<B: LockBackend> Release<B> {
+    /// Waits for the turn, then releases (see the module's rule for what follows a failure).
+    ///
+    /// # Errors
+    ///
+    /// The backend's error; an earlier cleanup's error when it fails again (the release was
+    /// not sent then, and its hold is left to the debt).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped at any point, the release still happens (see [`Release`]).
+    pub async fn run(mut self) -> Result<ReleaseOutcome> {
+        self.place
+            .as_ref()
+            .expect("taken only here or in Drop")
+            .turn()
+            .await;
+        let place = self.place.take().expect("taken only here or in Drop");
+        let (shared, hold) = (self.shared.clone(), self.hold.clone());
+        shared.release_in_turn(&hold, place).await
+    }
+}
+
+impl<B: LockBackend> Drop for Release<B> {
+    fn drop(&mut self) {
+        let Some(place) = self.place.take() else {
+            return;
+        };
+        if !self.respawned
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let release = Release {
+                shared: self.shared.clone(),
+                hold: self.hold.clone(),
+                place: Some(place),
+                respawned: true,
+            };
+            runtime.spawn(async move {
+                if let Err(error) = release.run().await {
+                    tracing::warn!(%error, "background release failed; retried before the owner's next call on the name, else the lease ends it");
+                }
+            });
+            return;
+        }
+        // Nothing can send it: the hold is owed to the store, and the next call in line (which
+        // waits for this place) takes it back first.
+        let lease = self.hold.lease();
+        place.tally(|tally| {
+            tally.give_back(lease);
+            tally.note_debt(lease);
         });
     }
 }

@@ -12,11 +12,11 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 
-use crate::backend::{AcquireOutcome, AcquireRequest, Grant, LockBackend};
+use crate::backend::{AcquireRequest, LockBackend};
 use crate::error::{Error, Result};
 use crate::notify::ReleaseWatch;
 use crate::options::Wait;
-use crate::shared::LockerShared;
+use crate::shared::{Attempted, LockerShared, PendingGrant};
 
 /// What one attempt found.
 pub(crate) enum Tried<T> {
@@ -34,15 +34,15 @@ pub(crate) enum Tried<T> {
     Contended { retry_after: Duration },
 }
 
-impl From<AcquireOutcome> for Tried<Grant> {
-    fn from(outcome: AcquireOutcome) -> Self {
-        match outcome {
-            AcquireOutcome::Acquired(grant) => Tried::Won(grant),
-            AcquireOutcome::Held { ttl } => Tried::Busy {
+impl<B: LockBackend> From<Attempted<B>> for Tried<PendingGrant<B>> {
+    fn from(attempted: Attempted<B>) -> Self {
+        match attempted {
+            Attempted::Granted(grant) => Tried::Won(grant),
+            Attempted::Held { ttl } => Tried::Busy {
                 recheck: ttl,
                 pass_on: false,
             },
-            AcquireOutcome::Contended { retry_after } => Tried::Contended { retry_after },
+            Attempted::Contended { retry_after } => Tried::Contended { retry_after },
         }
     }
 }
@@ -89,9 +89,9 @@ pub(crate) struct LockAttempts<'a, B: LockBackend> {
 }
 
 impl<B: LockBackend> Attempts for LockAttempts<'_, B> {
-    type Won = Grant;
+    type Won = PendingGrant<B>;
 
-    async fn attempt(&self) -> Result<Tried<Grant>> {
+    async fn attempt(&self) -> Result<Tried<PendingGrant<B>>> {
         self.locker.attempt(self.request).await.map(Tried::from)
     }
 
@@ -106,29 +106,22 @@ impl<B: LockBackend> Attempts for LockAttempts<'_, B> {
         if !self.locker.backend.queues() {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return; // the queue drops the entry on its own after its timeout
-        };
-        let shared = self.locker.clone();
-        let (name, field) = (
-            self.request.name.to_owned(),
-            self.request.owner_field.to_owned(),
-        );
-        runtime.spawn(async move {
-            if let Err(error) = shared.backend.leave_queue(&name, &field).await {
-                tracing::debug!(%error, name, "could not leave the queue; it drops the entry on its own");
-            }
-        });
+        // In line now, sent in the background: the owner's next attempt comes after it.
+        let leave = self
+            .locker
+            .issue_leave(self.request.name, self.request.owner_field);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(leave);
+        } // else the queue drops the entry on its own after its timeout
     }
 
     async fn leave(&self) {
         if !self.locker.backend.queues() {
             return;
         }
-        let (name, field) = (self.request.name, self.request.owner_field);
-        if let Err(error) = self.locker.backend.leave_queue(name, field).await {
-            tracing::debug!(%error, name, "could not leave the queue; it drops the entry on its own");
-        }
+        self.locker
+            .issue_leave(self.request.name, self.request.owner_field)
+            .await;
     }
 
     fn waited(&self, outcome: &'static str, waited: Duration) {
@@ -185,7 +178,7 @@ impl ErrorStreak {
 }
 
 /// A won attempt.
-pub(crate) struct Granted<T = Grant> {
+pub(crate) struct Granted<T> {
     pub grant: T,
     /// When the winning attempt was sent: a lease runs from there.
     pub sent_at: Instant,
@@ -397,17 +390,26 @@ impl<A: Attempts> Waiter<A> {
             }
             let sent_at = Instant::now();
             let outcome = self.attempts.attempt().await;
-            let was_woken = std::mem::take(&mut waiting.woken);
             let now = Instant::now();
+            // A wake-up is used by a win, or by finding the lock taken again (another waiter
+            // used it). Any other end of this attempt hands it to the next local waiter: an
+            // error or a given-up wait returning here leave `woken` set, and `Waiting`'s drop
+            // hands it on; a retry after a delay hands it on at once.
             let ttl = match next_step::<A>(outcome, now, deadline, false, &mut errors)? {
-                Step::Take(grant) => return Ok(Some(Granted { grant, sent_at })),
+                Step::Take(grant) => {
+                    waiting.woken = false;
+                    return Ok(Some(Granted { grant, sent_at }));
+                }
                 Step::GiveUp => return Ok(None),
                 Step::RetryAt { at, .. } => {
+                    if std::mem::take(&mut waiting.woken) {
+                        waiting.watch.pass_on();
+                    }
                     sleep_until = Some(at);
                     continue;
                 }
                 Step::OnRelease { ttl, pass_on } => {
-                    if pass_on && was_woken {
+                    if std::mem::take(&mut waiting.woken) && pass_on {
                         waiting.pass_on_once();
                     }
                     ttl

@@ -54,6 +54,7 @@ pub mod leftovers;
 pub mod nodes;
 pub mod permit_conformance;
 pub mod proxy;
+pub mod relock;
 pub mod replication;
 pub mod resource;
 pub mod rw_conformance;

@@ -1,0 +1,485 @@
+//! One order per (lock name, owner field): the line every store call of that pair waits in, and
+//! the tally of what the store holds for it.
+//!
+//! Every call a [`crate::Locker`] makes to the store for one owner on one name — an acquire
+//! attempt, a release (explicit or of a dropped guard), a cleanup after an outcome it could not
+//! see — takes a [`Place`] in that pair's line at the moment it is *issued* (for a dropped
+//! guard: inside `Drop`, before the caller's next line of code runs), and is sent only when
+//! every call issued before it has ended. A call whose future is dropped on its turn hands its
+//! place to the background task that finishes it, so the next call waits for that task too.
+//!
+//! So the store sees one owner's calls on one name in the order the program made them, never
+//! two at once, and the [`Tally`] read in a turn is exact: `stored` counts the holds the store
+//! has for the owner after every call before this one (a dropped guard's hold counts until its
+//! release has run). That is the only rule the cleanup needs: "set the owner's count to
+//! `stored`" is right at any turn.
+//!
+//! Lines are per [`OrderBook`]: a [`crate::Locker`] and its clones share one, and so do the two
+//! sides of a [`crate::RwLocker`] (each with its own [`Side`] tally, since each side counts its
+//! own holds on the store).
+
+use std::borrow::Borrow;
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The tallies of a lane: one per side of a read-write lock (a plain locker uses the first).
+const SIDES: usize = 2;
+
+/// Which tally of a lane a locker keeps: the sides of a read-write lock count their holds
+/// apart on the store, but share one line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Side(usize);
+
+impl Side {
+    /// A plain locker, and the read side of a read-write lock.
+    pub const FIRST: Side = Side(0);
+    /// The write side of a read-write lock.
+    pub const SECOND: Side = Side(1);
+}
+
+/// The lines of one locker (and its clones; both sides of a read-write lock).
+pub(crate) struct OrderBook {
+    lanes: Mutex<HashMap<Arc<LaneKey>, Lane>>,
+    /// How many lanes carry a debt: while none does, creating a lane skips the sweep of lapsed
+    /// debts.
+    indebted: AtomicUsize,
+}
+
+/// The line and tallies of one (name, owner field).
+#[derive(Default)]
+struct Lane {
+    /// The places taken and not yet given up, in the order they were taken; the front one's
+    /// call is the one that may run.
+    line: VecDeque<Waiting>,
+    next_ticket: u64,
+    tallies: [Tally; SIDES],
+}
+
+struct Waiting {
+    ticket: u64,
+    waker: Option<Waker>,
+}
+
+impl Lane {
+    /// Nothing in line, nothing held, nothing owed: the lane can go.
+    fn idle(&self) -> bool {
+        self.line.is_empty() && self.tallies.iter().all(Tally::is_empty)
+    }
+
+    fn has_debt(&self) -> bool {
+        self.tallies.iter().any(|tally| tally.debt.is_some())
+    }
+}
+
+/// What one side of a lane counts.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Tally {
+    /// The owner's holds on the store after every call that has ended in this line: granted
+    /// and not yet released (a dropped guard's hold counts until its release has run).
+    pub stored: u32,
+    /// The owner's guards alive in this process (a dropped guard no longer counts).
+    pub live: u32,
+    /// Set when the store may hold more than `stored` (a call of unknown outcome whose cleanup
+    /// failed): the next call in line sets the count to `stored` first.
+    pub debt: Option<Debt>,
+}
+
+impl Tally {
+    fn is_empty(&self) -> bool {
+        self.stored == 0 && self.live == 0 && self.debt.is_none()
+    }
+
+    /// Records that the store may hold more than `stored`, for at most `lease` from now unless
+    /// a hold of the owner keeps it alive.
+    pub fn note_debt(&mut self, lease: Duration) {
+        let lapses = Instant::now() + lease;
+        let debt = self.debt.get_or_insert(Debt { lapses, lease });
+        debt.lapses = debt.lapses.max(lapses);
+        debt.lease = debt.lease.max(lease);
+    }
+
+    /// The open debt, if any: one whose unseen grant has surely expired on the store (past its
+    /// lapse, and no hold of the owner left to keep it alive by renewals) is dropped here.
+    pub fn open_debt(&mut self) -> Option<Debt> {
+        if let Some(debt) = self.debt
+            && self.stored == 0
+            && debt.lapses <= Instant::now()
+        {
+            self.debt = None;
+        }
+        self.debt
+    }
+
+    /// One hold fewer on the store; the holds left. When none is left and a debt is open, its
+    /// lapse moves to one lease (`lease`, the hold's) from now: the hold's renewals kept the
+    /// unseen count alive until now.
+    pub fn give_back(&mut self, lease: Duration) -> u32 {
+        self.stored = self.stored.saturating_sub(1);
+        if self.stored == 0
+            && let Some(debt) = &mut self.debt
+        {
+            debt.lease = debt.lease.max(lease);
+            debt.lapses = debt.lapses.max(Instant::now() + debt.lease);
+        }
+        self.stored
+    }
+}
+
+/// An unsettled cleanup of one side of a lane.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Debt {
+    /// When the store has surely expired the unseen grant, if no hold of the owner outlives it.
+    lapses: Instant,
+    /// The lease the unseen grant (or a later hold's last renewal) may have set.
+    lease: Duration,
+}
+
+/// A lane's key: the lock name followed by the owner field, in one buffer.
+struct LaneKey {
+    text: Box<str>,
+    name_len: usize,
+}
+
+/// A (lock name, owner field) pair however it is stored, so the lanes, keyed by [`LaneKey`],
+/// can be searched with two borrowed strings (no allocation for a lane that exists).
+trait NameAndField {
+    fn name(&self) -> &str;
+    fn field(&self) -> &str;
+}
+
+impl NameAndField for (&str, &str) {
+    fn name(&self) -> &str {
+        self.0
+    }
+    fn field(&self) -> &str {
+        self.1
+    }
+}
+
+impl NameAndField for Arc<LaneKey> {
+    fn name(&self) -> &str {
+        &self.text[..self.name_len]
+    }
+    fn field(&self) -> &str {
+        &self.text[self.name_len..]
+    }
+}
+
+impl Hash for dyn NameAndField + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+        self.field().hash(state);
+    }
+}
+
+impl PartialEq for dyn NameAndField + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name() && self.field() == other.field()
+    }
+}
+
+impl Eq for dyn NameAndField + '_ {}
+
+// Hashing and equality of the key go through `dyn NameAndField`, so they agree with the
+// borrowed form, as `Borrow` requires.
+impl Hash for LaneKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.text[..self.name_len].hash(state);
+        self.text[self.name_len..].hash(state);
+    }
+}
+
+impl PartialEq for LaneKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.name_len == other.name_len && self.text == other.text
+    }
+}
+
+impl Eq for LaneKey {}
+
+impl<'a> Borrow<dyn NameAndField + 'a> for Arc<LaneKey> {
+    fn borrow(&self) -> &(dyn NameAndField + 'a) {
+        self
+    }
+}
+
+impl OrderBook {
+    pub fn new() -> Arc<Self> {
+        Arc::new(OrderBook {
+            lanes: Mutex::new(HashMap::new()),
+            indebted: AtomicUsize::new(0),
+        })
+    }
+
+    fn lanes(&self) -> MutexGuard<'_, HashMap<Arc<LaneKey>, Lane>> {
+        self.lanes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes the next place in the line of (`name`, `field`), at once: the call it is for runs
+    /// after every call that took a place before it. `on_entry` changes a tally in the same
+    /// step (a release forgets its guard there, so no reader sees the guard gone before its
+    /// release is in line).
+    pub fn enter_with(
+        self: &Arc<Self>,
+        name: &str,
+        field: &str,
+        side: Side,
+        on_entry: impl FnOnce(&mut Tally),
+    ) -> Place {
+        let mut lanes = self.lanes();
+        let borrowed = (name, field);
+        let key = match lanes.get_key_value(&borrowed as &dyn NameAndField) {
+            Some((key, _)) => key.clone(),
+            None => {
+                if self.indebted.load(Ordering::Relaxed) > 0 {
+                    self.sweep_lapsed_debts(&mut lanes);
+                }
+                let mut text = String::with_capacity(name.len() + field.len());
+                text.push_str(name);
+                text.push_str(field);
+                let key = Arc::new(LaneKey {
+                    text: text.into_boxed_str(),
+                    name_len: name.len(),
+                });
+                lanes.insert(key.clone(), Lane::default());
+                key
+            }
+        };
+        let lane = lanes.get_mut(&key).expect("just found or made");
+        let ticket = lane.next_ticket;
+        lane.next_ticket += 1;
+        lane.line.push_back(Waiting {
+            ticket,
+            waker: None,
+        });
+        on_entry(&mut lane.tallies[side.0]);
+        Place {
+            book: self.clone(),
+            key,
+            ticket,
+            side,
+        }
+    }
+
+    /// As [`Self::enter_with`], changing nothing else.
+    pub fn enter(self: &Arc<Self>, name: &str, field: &str, side: Side) -> Place {
+        self.enter_with(name, field, side, |_| {})
+    }
+
+    /// The guards of `field` on `name` alive on `side` in this process.
+    pub fn live(&self, name: &str, field: &str, side: Side) -> u32 {
+        self.lanes()
+            .get(&(name, field) as &dyn NameAndField)
+            .map_or(0, |lane| lane.tallies[side.0].live)
+    }
+
+    /// Drops the lanes that only kept a debt whose unseen grant has expired on the store.
+    fn sweep_lapsed_debts(&self, lanes: &mut HashMap<Arc<LaneKey>, Lane>) {
+        lanes.retain(|_, lane| {
+            if !lane.has_debt() {
+                return true;
+            }
+            for tally in &mut lane.tallies {
+                tally.open_debt();
+            }
+            if !lane.has_debt() {
+                self.indebted.fetch_sub(1, Ordering::Relaxed);
+            }
+            !lane.idle()
+        });
+    }
+
+    /// Runs `change` on a tally of the lane of `key`, keeping the count of indebted lanes.
+    fn change_tally<R>(
+        &self,
+        key: &Arc<LaneKey>,
+        side: Side,
+        change: impl FnOnce(&mut Tally) -> R,
+    ) -> R {
+        let mut lanes = self.lanes();
+        let lane = lanes
+            .get_mut(key)
+            .expect("a lane lives while a place in it does");
+        let had_debt = lane.has_debt();
+        let result = change(&mut lane.tallies[side.0]);
+        match (had_debt, lane.has_debt()) {
+            (false, true) => {
+                self.indebted.fetch_add(1, Ordering::Relaxed);
+            }
+            (true, false) => {
+                self.indebted.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        result
+    }
+
+    /// Whether no lane is left.
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.lanes().is_empty()
+    }
+
+    /// Whether any lane carries a debt.
+    #[cfg(test)]
+    pub fn has_debts(&self) -> bool {
+        self.lanes().values().any(Lane::has_debt)
+    }
+}
+
+/// A place in the line of one (name, owner field): the call it was taken for runs once
+/// [`Place::turn`] resolves, and the next place's call only after this one is dropped.
+///
+/// Dropping a place, served or not, gives it up: a caller that goes away while waiting leaves
+/// the line, and one whose call is under way must first hand the place to whatever finishes
+/// that call (see `crate::shared`).
+pub(crate) struct Place {
+    book: Arc<OrderBook>,
+    key: Arc<LaneKey>,
+    ticket: u64,
+    side: Side,
+}
+
+impl std::fmt::Debug for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Place")
+            .field("name", &self.name())
+            .field("ticket", &self.ticket)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Place {
+    /// The lock name.
+    pub fn name(&self) -> &str {
+        self.key.name()
+    }
+
+    /// The owner field.
+    pub fn field(&self) -> &str {
+        self.key.field()
+    }
+
+    /// Resolves when every call in line before this one has ended.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the place stays taken until it is dropped.
+    pub fn turn(&self) -> impl Future<Output = ()> + Send + '_ {
+        std::future::poll_fn(move |cx| {
+            let mut lanes = self.book.lanes();
+            let lane = lanes
+                .get_mut(&self.key)
+                .expect("a lane lives while a place in it does");
+            let front = lane.line.front().map(|waiting| waiting.ticket);
+            if front == Some(self.ticket) {
+                return Poll::Ready(());
+            }
+            if let Some(waiting) = lane.line.iter_mut().find(|w| w.ticket == self.ticket) {
+                match &mut waiting.waker {
+                    Some(waker) if waker.will_wake(cx.waker()) => {}
+                    slot => *slot = Some(cx.waker().clone()),
+                }
+            }
+            Poll::Pending
+        })
+    }
+
+    /// Reads or changes this side's tally. Meant for the place's turn: only then is `stored`
+    /// the store's count.
+    pub fn tally<R>(&self, change: impl FnOnce(&mut Tally) -> R) -> R {
+        self.book.change_tally(&self.key, self.side, change)
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut lanes = self.book.lanes();
+        let Some(lane) = lanes.get_mut(&self.key) else {
+            return;
+        };
+        let Some(at) = lane.line.iter().position(|w| w.ticket == self.ticket) else {
+            return;
+        };
+        lane.line.remove(at);
+        if at == 0
+            && let Some(waker) = lane.line.front_mut().and_then(|next| next.waker.take())
+        {
+            waker.wake();
+        }
+        if lane.idle() {
+            lanes.remove(&self.key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    #[tokio::test]
+    async fn places_are_served_in_the_order_they_were_taken() {
+        let book = OrderBook::new();
+        let first = book.enter("n", "f", Side::FIRST);
+        let second = book.enter("n", "f", Side::FIRST);
+        let served = Arc::new(AtomicBool::new(false));
+        let waiter = tokio::spawn({
+            let served = served.clone();
+            async move {
+                second.turn().await;
+                served.store(true, Ordering::SeqCst);
+            }
+        });
+        first.turn().await;
+        tokio::task::yield_now().await;
+        assert!(
+            !served.load(Ordering::SeqCst),
+            "the second waits for the first"
+        );
+        drop(first);
+        waiter.await.unwrap();
+        assert!(served.load(Ordering::SeqCst));
+        assert!(book.is_empty(), "an idle lane goes");
+    }
+
+    #[tokio::test]
+    async fn a_place_given_up_before_its_turn_lets_the_next_one_through() {
+        let book = OrderBook::new();
+        let first = book.enter("n", "f", Side::FIRST);
+        let second = book.enter("n", "f", Side::FIRST);
+        let third = book.enter("n", "f", Side::FIRST);
+        drop(second);
+        drop(first);
+        third.turn().await;
+        drop(third);
+        assert!(book.is_empty());
+    }
+
+    #[tokio::test]
+    async fn other_names_and_owners_do_not_wait() {
+        let book = OrderBook::new();
+        let _held = book.enter("n", "f", Side::FIRST);
+        book.enter("n", "g", Side::FIRST).turn().await;
+        book.enter("m", "f", Side::FIRST).turn().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lapsed_debt_is_swept_when_another_lane_is_made() {
+        let book = OrderBook::new();
+        let place = book.enter("n", "f", Side::FIRST);
+        place.tally(|tally| tally.note_debt(Duration::from_millis(100)));
+        drop(place);
+        assert!(book.has_debts(), "kept past the call");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        drop(book.enter("m", "f", Side::FIRST));
+        assert!(book.is_empty(), "the lapsed debt went with its lane");
+    }
+}
