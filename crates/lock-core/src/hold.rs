@@ -1,5 +1,5 @@
-//! The record of one hold (lock name, owner, lease, lease status), shared by its guard, the
-//! watchdog and the hold book.
+//! The record of one hold (lock name, owner, lease, lease status), shared by its guard and the
+//! watchdog.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -86,8 +86,8 @@ impl HoldKey {
     }
 }
 
-/// One granted hold: what its guard, the watchdog (in watchdog mode) and the hold book share
-/// through an `Arc`, so the lease lives in one place whoever changes or reads it.
+/// One granted hold: what its guard and the watchdog (in watchdog mode) share through an
+/// `Arc`, so the lease lives in one place whoever changes or reads it.
 pub(crate) struct Hold {
     key: HoldKey,
     /// The lease length in nanoseconds; [`crate::LockGuard::extend`] changes it through `&self`,

@@ -38,12 +38,15 @@
 //! - `waiter`: the first attempt, the registration for release notifications, the wait loop,
 //!   for any primitive's attempts.
 //! - `guard`: [`LockGuard`]: extend, release, drop, the lease-loss signal.
-//! - `shared`: what a locker and its guards share (backend, watchdog, hold book), and the acquire
-//!   and release calls that keep the hold book true after outcomes of unknown effect.
-//! - `holds`: the hold book: holds known per (name, owner field), and debts of failed cleanups.
+//! - `shared`: what a locker and its guards share (backend, watchdog, order book), and the
+//!   acquire, release and cleanup calls, each in its turn, with the one cleanup rule after
+//!   outcomes of unknown effect (set the owner's count to the tally, or owe it).
 //! - `watchdog`: batched renewals of watchdog-mode leases.
-//! - `hold`: the record of one hold (name, owner, lease, lease status), shared by its guard, the
-//!   watchdog and the hold book.
+//! - `hold`: the record of one hold (name, owner, lease, lease status), shared by its guard and
+//!   the watchdog.
+//! - `order`: one line per (name, owner field) that every store call of that pair waits in, in
+//!   the order the calls were issued, with the pair's tally (holds on the store, guards alive)
+//!   and debt.
 //! - `memory`, `election_backend`, `rw_backend`, `fair_backend`, `leased_backend`, `semaphore_backend`,
 //!   `latch_backend`, `backend`, `notify`, `options`, `fencing`, `owner`, `error`: the in-memory
 //!   backend, the election's, the read-write lock's, the fair lock's, the lease-bound permits', the

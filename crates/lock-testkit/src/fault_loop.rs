@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rand::Rng;
@@ -39,6 +39,8 @@ pub type FaultFuture = Pin<Box<dyn Future<Output = String> + Send>>;
 #[must_use = "a fault loop runs until it is stopped; stop it to heal the last fault"]
 pub struct FaultLoop {
     done: Arc<AtomicBool>,
+    /// Faults started so far.
+    started: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<Vec<String>>,
 }
 
@@ -54,8 +56,9 @@ impl FaultLoop {
         F: FnMut(usize) -> FaultFuture + Send + 'static,
     {
         let done = Arc::new(AtomicBool::new(false));
+        let started = Arc::new(AtomicUsize::new(0));
         let task = {
-            let done = done.clone();
+            let (done, started) = (done.clone(), started.clone());
             let (low, high) = gap;
             tokio::spawn(async move {
                 let mut labels = Vec::new();
@@ -65,11 +68,28 @@ impl FaultLoop {
                     if done.load(Ordering::Acquire) {
                         return labels;
                     }
+                    started.fetch_add(1, Ordering::Relaxed);
                     labels.push(fault(labels.len()).await);
                 }
             })
         };
-        FaultLoop { done, task }
+        FaultLoop {
+            done,
+            started,
+            task,
+        }
+    }
+
+    /// How many faults have started so far (a workload can run until it has seen enough).
+    #[must_use]
+    pub fn started(&self) -> usize {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    /// The count behind [`started`](Self::started), for tasks that outlive a borrow of the loop.
+    #[must_use]
+    pub fn started_count(&self) -> Arc<AtomicUsize> {
+        self.started.clone()
     }
 
     /// Stops the loop once the fault in progress (if any) has healed, and returns the label

@@ -48,6 +48,7 @@ pub mod election_conformance;
 pub mod fair_conformance;
 pub mod fault_loop;
 pub mod faults;
+pub mod flaky;
 pub mod history;
 pub mod latch_conformance;
 pub mod leftovers;
@@ -66,6 +67,7 @@ pub mod sharing;
 pub mod slow_node;
 pub mod spans;
 mod timeline;
+pub mod usage;
 pub mod verdict;
 
 #[cfg(feature = "testcontainers")]

@@ -136,7 +136,8 @@ where
                     Ok(guard) => {
                         waits.push(asked.elapsed());
                         tokio::time::sleep(plan.work).await;
-                        guard.release().await.expect("the other client's release");
+                        let released = guard.release().await.expect("the other client's release");
+                        assert!(released.was_held(), "the other client's hold lasted");
                     }
                     Err(lock_core::Error::NotAcquired { .. }) => gave_up += 1,
                     Err(error) => panic!("the other client's lock failed: {error}"),
