@@ -228,8 +228,9 @@ impl Arrivals {
     }
 }
 
-/// A lock backend that books every attempt in its [`Arrivals`] (and every leave from the
-/// queue) and otherwise does what its inner backend does.
+/// A lock backend that books every waiting attempt at a first hold in its [`Arrivals`] (and
+/// every leave from the queue), and single attempts that win, and otherwise does what its inner
+/// backend does. Re-entries are not booked: a holder re-entering does not queue.
 ///
 /// # Example
 ///
@@ -283,6 +284,23 @@ impl<B: LockBackend> LockBackend for BookedBackend<B> {
     }
 
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> lock_core::Result<AcquireOutcome> {
+        // A re-entry does not queue (by design), so it arrives nowhere; a single attempt
+        // (`no_wait`) that fails does not wait, so it must not be left waiting in the book; one
+        // that wins is judged like any grant.
+        if request.known_holds > 0 {
+            return self.inner.try_acquire(request).await;
+        }
+        if !request.waits {
+            let got = self.inner.try_acquire(request).await?;
+            if matches!(got, AcquireOutcome::Acquired(_)) {
+                self.arrivals
+                    .attempt(request.owner_field, async {
+                        Ok::<_, lock_core::Error>(true)
+                    })
+                    .await?;
+            }
+            return Ok(got);
+        }
         let mut outcome = None;
         self.arrivals
             .attempt(request.owner_field, async {

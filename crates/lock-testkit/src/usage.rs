@@ -329,6 +329,8 @@ impl<'a, B: LockBackend> Task<'a, B> {
                 self.shared.not_acquired.fetch_add(1, Ordering::Relaxed);
                 None
             }
+            // The answer a lock that is not reentrant gives its holder, before any I/O.
+            Err(Error::NotReentrant { .. }) if !self.locker.backend().reentrant() => None,
             Err(error) => {
                 tracing::debug!(%error, "usage battery: a lock call failed");
                 self.shared.errors.fetch_add(1, Ordering::Relaxed);
@@ -620,13 +622,11 @@ pub async fn run_usage<B: LockBackend>(
     }
 }
 
-/// Whether a release answered what the model expects; a composite's partial release (some
-/// nodes failed, a majority gave it back) is a release.
+/// Whether a release answered what the model expects. A composite's partial release (a
+/// quorum gave the hold back, some nodes did not answer) stands for either expected answer: it
+/// does not say which, and the `Locker` sets the failed nodes' counts after it.
 fn same_release(got: ReleaseOutcome, expected: ReleaseOutcome) -> bool {
-    match (got, expected) {
-        (ReleaseOutcome::PartlyReleased { .. }, ReleaseOutcome::Released) => true,
-        (got, expected) => got == expected,
-    }
+    matches!(got, ReleaseOutcome::PartlyReleased { .. }) || got == expected
 }
 
 /// The longest stretch inside any wait during which no hold was recorded: the lock was free
