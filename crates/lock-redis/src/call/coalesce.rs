@@ -12,6 +12,12 @@
 //! caller that gives up while queued (its future dropped) is skipped when the batch is made:
 //! nothing of it is sent. Once sent, the commands run whatever happens to the caller, as for a
 //! call sent alone.
+//!
+//! A cleanup (the undo of a call whose outcome is unknown, see [`take_turn_behind`]) is a
+//! barrier: from the moment it holds a slot (alone, or in a batch a drain task took) until its
+//! pipeline came back, nothing else is handed to the connection. Holding a slot is not being
+//! written: the slot's holder may still wait for a connection being replaced, and every call
+//! waiting for it is woken at once, in no particular order, when the new one is published.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,12 +37,18 @@ struct Pending {
     commands: Vec<Cmd>,
     timeout: Duration,
     reply: oneshot::Sender<Result<Vec<Value>>>,
+    /// A cleanup, queued by [`take_turn_behind`]: its batch holds the barrier.
+    behind: bool,
 }
 
 #[derive(Default)]
 struct State {
     queue: Vec<Pending>,
     in_flight: usize,
+    /// A cleanup holds a slot and its pipeline has not come back: no call goes alone and no
+    /// other drain task takes a batch (see the module documentation). Set and cleared under
+    /// this lock, by the holder of that slot only.
+    cleanup_unsent: bool,
 }
 
 /// The queue of one backend.
@@ -103,12 +115,17 @@ fn lock(coalescer: &Coalescer) -> std::sync::MutexGuard<'_, State> {
 /// dropped, also if the sender's future is dropped mid-call.
 pub(crate) struct Slot<C: Carrier> {
     carrier: Arc<C>,
+    /// Taken by a cleanup: it holds the barrier until dropped.
+    barrier: bool,
 }
 
 impl<C: Carrier> Drop for Slot<C> {
     fn drop(&mut self) {
         let coalescer = self.carrier.coalescer();
         let mut state = lock(coalescer);
+        if self.barrier {
+            state.cleanup_unsent = false;
+        }
         if state.queue.is_empty() {
             state.in_flight -= 1;
             return;
@@ -120,6 +137,7 @@ impl<C: Carrier> Drop for Slot<C> {
         let drainer = Drainer {
             carrier: self.carrier.clone(),
             done: false,
+            barrier: false,
         };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(drain(drainer));
@@ -133,8 +151,10 @@ impl<C: Carrier> Drop for Slot<C> {
 /// sent; calls in the batch being sent see their reply channel closed (ambiguous).
 struct Drainer<C: Carrier> {
     carrier: Arc<C>,
-    /// Set once the task gave the slot back itself (queue empty, under the lock).
+    /// Set once the task gave the slot back itself (under the lock).
     done: bool,
+    /// The batch being sent carries a cleanup: this task holds the barrier.
+    barrier: bool,
 }
 
 impl<C: Carrier> Drop for Drainer<C> {
@@ -143,6 +163,9 @@ impl<C: Carrier> Drop for Drainer<C> {
             return;
         }
         let mut state = lock(self.carrier.coalescer());
+        if self.barrier {
+            state.cleanup_unsent = false;
+        }
         state.in_flight -= 1;
         for pending in state.queue.drain(..) {
             let _ = pending.reply.send(Err(Error::Unavailable(
@@ -166,36 +189,48 @@ pub(crate) fn take_turn<C: Carrier>(
     timeout: Duration,
     make: impl FnOnce() -> Vec<Cmd>,
 ) -> Turn<C> {
-    turn_below(carrier, carrier.coalescer().in_flight_limit, timeout, make)
+    turn_below(
+        carrier,
+        carrier.coalescer().in_flight_limit,
+        false,
+        timeout,
+        make,
+    )
 }
 
 /// As [`take_turn`], but alone only when nothing at all is in flight: otherwise queued, so it
 /// is written after every pipeline already sent or being put together (a batch is built under
 /// the lock, then written; a call that went alone meanwhile could be written first). For the
 /// cleanups that undo a call whose caller went away: they must reach the server after it.
+/// Once it holds a slot, alone or in a batch, it is the barrier: every later call queues
+/// until its pipeline came back (the slot dropped, the batch answered).
 pub(crate) fn take_turn_behind<C: Carrier>(
     carrier: &Arc<C>,
     timeout: Duration,
     make: impl FnOnce() -> Vec<Cmd>,
 ) -> Turn<C> {
-    turn_below(carrier, 1, timeout, make)
+    turn_below(carrier, 1, true, timeout, make)
 }
 
-/// A slot when fewer than `limit` pipelines are in flight and nothing is queued, else a place
-/// in the queue. Never past a queued call: a cleanup queued behind the pipelines in flight must
-/// not be overtaken by a later call (say, the same owner's next acquire, which it would undo).
+/// A slot when fewer than `limit` pipelines are in flight, nothing is queued and no cleanup is
+/// unsent, else a place in the queue. Never past a queued call nor a cleanup on its way: a
+/// cleanup must not be overtaken by a later call (say, the same owner's next acquire, which it
+/// would undo). `behind`: the call is such a cleanup.
 fn turn_below<C: Carrier>(
     carrier: &Arc<C>,
     limit: usize,
+    behind: bool,
     timeout: Duration,
     make: impl FnOnce() -> Vec<Cmd>,
 ) -> Turn<C> {
     let mut state = lock(carrier.coalescer());
-    if state.in_flight < limit && state.queue.is_empty() {
+    if state.in_flight < limit && state.queue.is_empty() && !state.cleanup_unsent {
         state.in_flight += 1;
+        state.cleanup_unsent = behind;
         drop(state);
         return Turn::Alone(Slot {
             carrier: carrier.clone(),
+            barrier: behind,
         });
     }
     let (reply, answer) = oneshot::channel();
@@ -203,6 +238,7 @@ fn turn_below<C: Carrier>(
         commands: make(),
         timeout,
         reply,
+        behind,
     });
     Turn::Queued(answer)
 }
@@ -231,6 +267,18 @@ async fn drain<C: Carrier>(mut drainer: Drainer<C>) {
     loop {
         let batch = {
             let mut state = lock(carrier.coalescer());
+            if drainer.barrier {
+                // The cleanup's pipeline came back (answered, failed or timed out: on a
+                // connection since discarded, whose client the replacement kills first).
+                state.cleanup_unsent = false;
+                drainer.barrier = false;
+            } else if state.cleanup_unsent {
+                // Another holder's cleanup is on its way: that holder sends the queue once it
+                // is done (its drain task goes on; a cleanup's own slot starts one).
+                state.in_flight -= 1;
+                drainer.done = true;
+                return;
+            }
             let mut batch = Vec::new();
             let mut commands = 0;
             let mut rest = Vec::new();
@@ -246,6 +294,10 @@ async fn drain<C: Carrier>(mut drainer: Drainer<C>) {
                 batch.push(pending);
             }
             state.queue = rest;
+            if batch.iter().any(|pending| pending.behind) {
+                state.cleanup_unsent = true;
+                drainer.barrier = true;
+            }
             if batch.is_empty() {
                 // Under the lock, with the queue empty: a call arriving later finds a free slot.
                 state.in_flight -= 1;
@@ -290,5 +342,198 @@ fn same_error(error: &Error) -> Error {
         Error::ConnectionLost(text) => Error::ConnectionLost(text.clone()),
         Error::Protocol(text) => Error::Protocol(text.clone()),
         other => Error::ConnectionLost(other.to_string().into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A carrier whose pipelines are written only once the gate opens (a connection being
+    /// replaced): it records each pipeline as it is handed over, by command name.
+    struct Gated {
+        coalescer: Coalescer,
+        open: tokio::sync::watch::Sender<bool>,
+        handed: Mutex<Vec<Vec<String>>>,
+        handed_one: tokio::sync::Notify,
+    }
+
+    impl Gated {
+        fn new() -> Arc<Self> {
+            Arc::new(Gated {
+                coalescer: Coalescer::default(),
+                open: tokio::sync::watch::channel(false).0,
+                handed: Mutex::default(),
+                handed_one: tokio::sync::Notify::new(),
+            })
+        }
+
+        fn handed(&self) -> Vec<Vec<String>> {
+            self.handed.lock().unwrap().clone()
+        }
+
+        /// Waits until `count` pipelines were handed over.
+        async fn until_handed(&self, count: usize) {
+            loop {
+                let notified = self.handed_one.notified();
+                if self.handed.lock().unwrap().len() >= count {
+                    return;
+                }
+                notified.await;
+            }
+        }
+
+        fn in_flight(&self) -> usize {
+            lock(&self.coalescer).in_flight
+        }
+    }
+
+    impl Carrier for Gated {
+        fn coalescer(&self) -> &Coalescer {
+            &self.coalescer
+        }
+
+        async fn pipeline_of(
+            &self,
+            commands: Vec<Cmd>,
+            counts: &[usize],
+            _timeout: Duration,
+        ) -> Result<Vec<Vec<Value>>> {
+            let names = commands.iter().map(name).collect();
+            self.handed.lock().unwrap().push(names);
+            self.handed_one.notify_waiters();
+            let mut open = self.open.subscribe();
+            let _ = open.wait_for(|open| *open).await;
+            Ok(counts
+                .iter()
+                .map(|&count| vec![Value::Okay; count])
+                .collect())
+        }
+    }
+
+    fn name(command: &Cmd) -> String {
+        match command.args_iter().next() {
+            Some(redis::Arg::Simple(name)) => String::from_utf8_lossy(name).into_owned(),
+            _ => String::new(),
+        }
+    }
+
+    const TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// A call as the calls layer makes it: alone, its pipeline handed over at once; queued,
+    /// its replies awaited.
+    fn call(carrier: &Arc<Gated>, command: &'static str) -> tokio::task::JoinHandle<Result<()>> {
+        let turn = take_turn(carrier, TIMEOUT, || vec![redis::cmd(command)]);
+        let carrier = carrier.clone();
+        tokio::spawn(async move {
+            match turn {
+                Turn::Alone(slot) => {
+                    carrier
+                        .pipeline_of(vec![redis::cmd(command)], &[1], TIMEOUT)
+                        .await?;
+                    drop(slot);
+                }
+                Turn::Queued(answer) => {
+                    queued_reply(answer, TIMEOUT).await?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn queued_cleanup(carrier: &Arc<Gated>) -> oneshot::Receiver<Result<Vec<Value>>> {
+        match take_turn_behind(carrier, TIMEOUT, || vec![redis::cmd("CLEANUP")]) {
+            Turn::Queued(answer) => answer,
+            Turn::Alone(_) => panic!("a cleanup went alone past a pipeline in flight"),
+        }
+    }
+
+    fn alone(carrier: &Arc<Gated>) -> Slot<Gated> {
+        match take_turn(carrier, TIMEOUT, || vec![redis::cmd("EARLIER")]) {
+            Turn::Alone(slot) => slot,
+            Turn::Queued(_) => panic!("a free slot was not taken"),
+        }
+    }
+
+    /// A cleanup taken into a batch that waits for a connection: a call made meanwhile finds
+    /// the queue empty and a slot free, yet must not be handed over before the cleanup's
+    /// pipeline came back.
+    #[tokio::test]
+    async fn a_call_never_goes_alone_past_a_cleanup_in_a_batch_not_yet_written() {
+        let carrier = Gated::new();
+        let earlier = alone(&carrier);
+        let cleanup = queued_cleanup(&carrier);
+        // The earlier call is done: its slot passes to a task that takes the cleanup.
+        drop(earlier);
+        carrier.until_handed(1).await;
+
+        let later = call(&carrier, "LATER");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            carrier.handed(),
+            [vec!["CLEANUP".to_owned()]],
+            "a later call was handed over while the cleanup was not written"
+        );
+
+        carrier.open.send_replace(true);
+        queued_reply(cleanup, TIMEOUT).await.unwrap();
+        later.await.unwrap().unwrap();
+        assert_eq!(
+            carrier.handed(),
+            [vec!["CLEANUP".to_owned()], vec!["LATER".to_owned()]]
+        );
+        assert_eq!(carrier.in_flight(), 0);
+    }
+
+    /// With both slots taken, a call queued after a cleanup's batch was taken must not go out
+    /// in a second drain task's batch while the cleanup's is not written.
+    #[tokio::test]
+    async fn a_second_drain_task_does_not_send_past_a_cleanup_not_yet_written() {
+        let carrier = Gated::new();
+        let first = alone(&carrier);
+        let second = alone(&carrier);
+        let cleanup = queued_cleanup(&carrier);
+        drop(first);
+        carrier.until_handed(1).await;
+
+        let later = call(&carrier, "LATER");
+        // The second slot frees with a call queued: a task takes it up.
+        drop(second);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            carrier.handed(),
+            [vec!["CLEANUP".to_owned()]],
+            "a second drain task sent a later call while the cleanup was not written"
+        );
+
+        carrier.open.send_replace(true);
+        queued_reply(cleanup, TIMEOUT).await.unwrap();
+        later.await.unwrap().unwrap();
+        assert_eq!(
+            carrier.handed(),
+            [vec!["CLEANUP".to_owned()], vec!["LATER".to_owned()]]
+        );
+        assert_eq!(carrier.in_flight(), 0);
+    }
+
+    /// A cleanup that went alone holds the way until it is done: a call made meanwhile queues
+    /// and goes out after it.
+    #[tokio::test]
+    async fn a_call_queues_behind_a_cleanup_sent_alone() {
+        let carrier = Gated::new();
+        let Turn::Alone(cleanup) = take_turn_behind(&carrier, TIMEOUT, Vec::new) else {
+            panic!("nothing in flight, yet the cleanup was queued");
+        };
+        let later = call(&carrier, "LATER");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            carrier.handed().is_empty(),
+            "a later call was handed over while the cleanup sent alone was not done"
+        );
+        carrier.open.send_replace(true);
+        drop(cleanup);
+        later.await.unwrap().unwrap();
+        assert_eq!(carrier.handed(), [vec!["LATER".to_owned()]]);
+        assert_eq!(carrier.in_flight(), 0);
     }
 }

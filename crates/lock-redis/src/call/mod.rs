@@ -11,6 +11,7 @@ use redis::{Cmd, FromRedisValue, Pipeline, ServerErrorKind, Value};
 
 use self::coalesce::{Carrier, Coalescer, Turn, queued_reply, take_turn, take_turn_behind};
 use crate::connection::alignment::Alignment;
+use crate::connection::deferred::Deferred;
 use crate::connection::{Connection, Link};
 use crate::wire::announce::Announce;
 use crate::wire::errors::map_error;
@@ -325,6 +326,51 @@ impl Calls {
             .queued_script(answer, || command(true), timeout)
             .await?;
         script_reply(reply, timeout)
+    }
+
+    /// Settles a cleanup after a call of unknown outcome, once its own call (`run_behind`,
+    /// started at `started`, within `timeout`) answered `sent`. When that outcome is unknown
+    /// too and there is no connection right now (it is being replaced), the cleanup `deferred`
+    /// makes is kept for the next connection, to run there before anything else (see
+    /// [`Connection::defer`]), and its answer is awaited for what is left of `timeout`.
+    ///
+    /// A step apart from the call rather than a wrapper around it: callers' futures are nested
+    /// deep enough already (the compiler's query depth limit).
+    ///
+    /// # Errors
+    ///
+    /// `Ok` only once the cleanup ran on the server. Otherwise the call's error when the
+    /// cleanup was not kept (a refusal, a link up again, a cluster, too many kept already);
+    /// the server's refusal when the kept copy was refused for good; `Timeout` when the kept
+    /// copy still waits for the next connection. It runs there all the same, and since it is
+    /// idempotent the caller may send it again meanwhile (the locker does: an error leaves a
+    /// debt).
+    pub(crate) async fn settle_cleanup<T>(
+        &self,
+        sent: Result<T>,
+        started: tokio::time::Instant,
+        timeout: Duration,
+        deferred: impl FnOnce() -> Arc<dyn Deferred>,
+    ) -> Result<()> {
+        let error = match sent {
+            Ok(_) => return Ok(()),
+            Err(error) => error,
+        };
+        // Refused or failed for sure: nothing to wait for; the caller owes the cleanup.
+        if !error.is_ambiguous() {
+            return Err(error);
+        }
+        let Some(answer) = self.connection.defer(deferred()) else {
+            return Err(error);
+        };
+        // Until the server ran it, it is only promised: an `Ok` now would let the caller's next
+        // call go out while a refusal could still drop the cleanup.
+        match tokio::time::timeout_at(started + timeout, answer).await {
+            Ok(Ok(answered)) => answered,
+            // The connection is gone with the backend: the cleanup was never sent.
+            Ok(Err(_)) => Err(error),
+            Err(_) => Err(Error::Timeout { after: timeout }),
+        }
     }
 
     /// Sends `commands` in a pipeline (shared with concurrent calls) and returns their replies,

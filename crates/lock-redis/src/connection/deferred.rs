@@ -12,7 +12,8 @@ use redis::Cmd;
 /// the hold it undoes is gone at once instead of when its lease ends.
 ///
 /// The connection only asks it for its command; it must be idempotent (one cut short by a
-/// timeout is replayed on the next connection).
+/// timeout, or refused for now by a server still loading its data, is sent again on the next
+/// connection, and its caller may send its own copy meanwhile).
 pub(crate) trait Deferred: Send + Sync {
     /// The key the request is about: where it must be sent, and what the logs name.
     fn route(&self) -> &str;

@@ -65,8 +65,11 @@ use self::standalone::Standalone;
 ///   replacement goes ahead unfenced (logged).
 /// - **Deferred requests first.** Requests handed to [`Connection::defer`] while there is no
 ///   link run on the new link in order, after the fence and before the link is published;
-///   each leaves the queue only once answered (so they must be idempotent), one the server
-///   refuses is dropped (logged), and at most 10 000 wait (the oldest are dropped first).
+///   each leaves the queue only once answered (so they must be idempotent). A refusal that
+///   passes (`LOADING`, `BUSY`, `MASTERDOWN`, `TRYAGAIN`, `CLUSTERDOWN`, `NOREPLICAS`, `OOM`,
+///   behind Sentinels `READONLY`) keeps it first in line and another link tries again; only one
+///   that will not pass drops it. Whoever deferred it hears the answer: `Ok` once it ran, the
+///   refusal when dropped. At most 10,000 wait; beyond that `defer` refuses new ones.
 /// - **Background retries.** Replacement attempts overlap (one more every 5 ms, doubling up to
 ///   200 ms, at most 16 in flight), each bounded by twice the command timeout (at most the
 ///   connect timeout), until one is published or the backend is dropped. A caller waiting for
@@ -364,13 +367,18 @@ impl Connection {
     }
 
     /// Keeps `request` for the next link when there is none right now, to run before anything
-    /// else on it. Returns whether it was kept; when a link is up, it is the caller's to retry.
-    pub(crate) fn defer(&self, request: Arc<dyn Deferred>) -> bool {
+    /// else on it. Returns where the server's answer to it comes (`Ok` once it ran, the
+    /// refusal when the server will never run it), or `None` when it was not kept: it is then
+    /// the caller's to retry (a link is up, too many wait, or a cluster).
+    pub(crate) fn defer(
+        &self,
+        request: Arc<dyn Deferred>,
+    ) -> Option<tokio::sync::oneshot::Receiver<Result<()>>> {
         match self {
             Connection::Standalone(standalone) => standalone.defer(request),
             // Not kept: the locker's own retry sends the cleanup (see `cluster`).
             #[cfg(feature = "cluster")]
-            Connection::Cluster(_) => false,
+            Connection::Cluster(_) => None,
         }
     }
 }

@@ -32,12 +32,12 @@ use futures_util::stream::FuturesUnordered;
 use lock_core::{Error, Result};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, Pipeline, Value};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, oneshot, watch};
 
 use crate::connection::alignment::Alignment;
 use crate::connection::deferred::Deferred;
 use crate::connection::source::Source;
-use crate::wire::errors::map_error;
+use crate::wire::errors::{map_error, refused_for_now};
 use crate::wire::reply::echoes;
 use crate::wire::scripts;
 
@@ -72,7 +72,7 @@ struct Current {
     generation: u64,
     /// Cleanups that failed while there was no link: replayed on the new link, in order, right
     /// after the fence and before anything else can use it.
-    deferred: VecDeque<Arc<dyn Deferred>>,
+    deferred: VecDeque<Kept>,
     /// Clients to kill before the next link is published: the discarded link, and any attempt
     /// link that sent cleanups and was then given up.
     fences: Vec<ServerClient>,
@@ -83,9 +83,28 @@ struct Current {
     replacers_started: u64,
 }
 
-/// At most this many cleanups wait for a new connection; beyond it the oldest are dropped
-/// (their holds then end with their leases).
+/// At most this many cleanups wait for a new connection; beyond it new ones are refused (their
+/// callers keep owing them). Dropping one already accepted would break the promise made to its
+/// caller.
 const MAX_DEFERRED: usize = 10_000;
+
+/// A cleanup waiting for the next link, and where the server's answer to it goes.
+struct Kept {
+    cleanup: Arc<dyn Deferred>,
+    /// `Ok` once it ran, the refusal when the server will never run it.
+    answered: oneshot::Sender<Result<()>>,
+}
+
+/// Why a new link was not published.
+enum NotPublished {
+    /// The server refused a deferred cleanup for now (loading, busy, ...): it stays first in
+    /// line, and nothing of this backend is left in flight on the link (the refusal was its
+    /// last answer), so the link needs no fence.
+    RefusedForNow(Error),
+    /// A fence or a replay failed or was cut short: requests may still be on their way on the
+    /// link, which the next link fences.
+    Broken(Error),
+}
 
 struct Shared {
     source: Source,
@@ -209,22 +228,28 @@ impl Standalone {
     }
 
     /// Keeps `cleanup` for the next connection when there is none right now (the call failed
-    /// because its connection is being replaced). Returns whether it was kept; when a link is
-    /// up, the caller's own retry (the locker's debt) handles it, in order with its next calls.
-    pub(crate) fn defer(&self, cleanup: Arc<dyn Deferred>) -> bool {
+    /// because its connection is being replaced). Returns where the server's answer to it will
+    /// come (`Ok` once it ran, the refusal if the server will never run it), or `None` when it
+    /// was not kept: a link is up (the caller's own retry, the locker's debt, handles it in
+    /// order with its next calls), or too many cleanups wait already.
+    pub(crate) fn defer(
+        &self,
+        cleanup: Arc<dyn Deferred>,
+    ) -> Option<oneshot::Receiver<Result<()>>> {
         let mut current = lock(&self.shared.current);
         if current.link.is_some() {
-            return false;
+            return None;
         }
         if current.deferred.len() >= MAX_DEFERRED {
             tracing::warn!(
-                name = %current.deferred[0].route(),
-                "too many cleanups wait for a connection; dropping the oldest (its lease ends it)"
+                name = %cleanup.route(),
+                "too many cleanups wait for a connection; this one stays owed by its caller"
             );
-            current.deferred.pop_front();
+            return None;
         }
-        current.deferred.push_back(cleanup);
-        true
+        let (answered, answer) = oneshot::channel();
+        current.deferred.push_back(Kept { cleanup, answered });
+        Some(answer)
     }
 
     /// The current link without waiting, if there is one.
@@ -428,6 +453,9 @@ async fn replace(flag: ReplacingFlag) {
     let mut interval = MIN_ATTEMPT_INTERVAL;
     let mut next_start = tokio::time::Instant::now();
     let mut last_start = next_start;
+    // Until then waiting callers do not hurry the next attempt: the server refused a deferred
+    // cleanup for now, and asking again at once would only be refused again.
+    let mut hold_off = next_start;
     loop {
         let Some(strong) = shared.upgrade() else {
             return;
@@ -457,7 +485,14 @@ async fn replace(flag: ReplacingFlag) {
                     let link = Arc::new(link);
                     match tokio::time::timeout(strong.attempt_timeout, publish(&strong, &link)).await {
                         Ok(Ok(())) => return,
-                        Ok(Err(error)) => tracing::debug!(%error, "could not fence or replay on a new connection; retrying"),
+                        Ok(Err(NotPublished::RefusedForNow(error))) => {
+                            // A later link asks again; this one has nothing left to fence.
+                            tracing::debug!(%error, "a deferred cleanup was refused for now; retrying on another connection");
+                            hold_off = tokio::time::Instant::now() + MAX_ATTEMPT_INTERVAL;
+                            next_start = next_start.max(hold_off);
+                            continue;
+                        }
+                        Ok(Err(NotPublished::Broken(error))) => tracing::debug!(%error, "could not fence or replay on a new connection; retrying"),
                         Err(_) => tracing::debug!("fencing or replaying on a new connection timed out; retrying"),
                     }
                     // This link may have sent cleanups that are still on their way: the next
@@ -471,7 +506,9 @@ async fn replace(flag: ReplacingFlag) {
             // Only while there is room for another attempt: with every slot taken, wait for one
             // to finish rather than spin.
             () = tokio::time::sleep_until(next_start), if room => {}
-            () = wanted, if room => next_start = next_start.min(last_start + MIN_ATTEMPT_INTERVAL),
+            () = wanted, if room => {
+                next_start = next_start.min((last_start + MIN_ATTEMPT_INTERVAL).max(hold_off));
+            }
         }
     }
 }
@@ -479,22 +516,27 @@ async fn replace(flag: ReplacingFlag) {
 /// Fences every client that may still run requests of this backend, replays the deferred
 /// cleanups on the new `link`, then publishes it. A cleanup leaves the queue only once the
 /// server has answered it, so one cut short (a timeout) is replayed on the next link (it is
-/// idempotent). Cleanups deferred meanwhile are replayed too: the link goes public only once
-/// none is left, so every deferred cleanup runs before any new request.
+/// idempotent), and so is one the server refused for now (loading its data, busy with a
+/// script, ...): it stays first in line, and nothing is published before it ran. Only a
+/// refusal that will not pass (a key of another kind, a missing right) drops it, and its
+/// caller hears of it. Cleanups deferred meanwhile are replayed too: the link goes public only
+/// once none is left, so every deferred cleanup runs before any new request.
 ///
 /// # Errors
 ///
-/// A transport error or a timeout; the caller tries again with another link.
-async fn publish(shared: &Shared, link: &Arc<Link>) -> Result<()> {
+/// A transport error, a reply out of step or a fence that failed ([`NotPublished::Broken`]),
+/// or a refusal for now ([`NotPublished::RefusedForNow`]); the caller tries again with another
+/// link.
+async fn publish(shared: &Shared, link: &Arc<Link>) -> std::result::Result<(), NotPublished> {
     let fences = lock(&shared.current).fences.clone();
     for old in &fences {
-        fence(link, old).await?;
+        fence(link, old).await.map_err(NotPublished::Broken)?;
     }
     loop {
         let next = {
             let mut current = lock(&shared.current);
             match current.deferred.front() {
-                Some(cleanup) => cleanup.clone(),
+                Some(kept) => kept.cleanup.clone(),
                 None => {
                     current.link = Some(link.clone());
                     current.fences.clear();
@@ -512,25 +554,46 @@ async fn publish(shared: &Shared, link: &Arc<Link>) -> Result<()> {
         let nonce = shared.nonce.fetch_add(1, Ordering::Relaxed);
         let command = next.command(nonce);
         let mut connection = link.connection();
-        match connection.send_packed_command(&command).await {
-            Ok(Value::Array(items)) if echoes(items.first(), nonce) => {}
-            // Refused by the server (the key changed type, a read-only replica, ...): retrying
-            // would be refused again and hold up every call. Its hold ends with its lease.
-            Ok(Value::ServerError(error)) => tracing::warn!(
-                ?error,
-                name = %next.route(),
-                "a deferred cleanup was refused; its hold ends with its lease"
-            ),
-            Ok(other) => {
-                return Err(Error::Protocol(
-                    format!("cleanup answered {other:?}").into(),
-                ));
+        let answer = match connection.send_packed_command(&command).await {
+            Ok(Value::Array(items)) if echoes(items.first(), nonce) => Ok(()),
+            Ok(Value::ServerError(error)) if passes(&error, &shared.source) => {
+                return Err(NotPublished::RefusedForNow(map_error(
+                    &error.into(),
+                    Duration::ZERO,
+                )));
             }
-            Err(error) => return Err(map_error(&error, Duration::ZERO)),
-        }
+            // Refused for good (the key is of another kind, a missing right, ...): sent again
+            // it would be refused again and hold up every call. Its caller hears of it.
+            Ok(Value::ServerError(error)) => {
+                tracing::warn!(
+                    ?error,
+                    name = %next.route(),
+                    "a deferred cleanup was refused; its hold ends with its lease"
+                );
+                Err(map_error(&error.into(), Duration::ZERO))
+            }
+            Ok(other) => {
+                return Err(NotPublished::Broken(Error::Protocol(
+                    format!("cleanup answered {other:?}").into(),
+                )));
+            }
+            Err(error) => return Err(NotPublished::Broken(map_error(&error, Duration::ZERO))),
+        };
         // Only this task removes from the front, and `defer` only adds at the back.
-        lock(&shared.current).deferred.pop_front();
+        let kept = lock(&shared.current).deferred.pop_front();
+        if let Some(kept) = kept {
+            // Its caller may have stopped waiting: the answer is then nobody's.
+            let _ = kept.answered.send(answer);
+        }
     }
+}
+
+/// Whether a deferred cleanup's refusal passes, so that it is sent again rather than dropped:
+/// [`refused_for_now`], the server out of memory for now, or behind Sentinels a demoted server
+/// (the next link goes to the primary the Sentinels name then).
+fn passes(error: &redis::ServerError, source: &Source) -> bool {
+    let code = error.code();
+    refused_for_now(Some(code)) || code == "OOM" || (code == "READONLY" && source.follows_primary())
 }
 
 /// Connects, learns how the server names this client, and loads the scripts.

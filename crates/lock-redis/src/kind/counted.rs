@@ -63,32 +63,24 @@ pub(crate) async fn release(
 
 /// Runs `script` (one sent whole: [`LockScript::sent_whole`]) as the cleanup after a call of
 /// unknown outcome, written behind every pipeline under way (the call it undoes may be in one);
-/// deferred to the next connection when it cannot be sent now, so it is done, not merely
-/// attempted.
+/// kept for the next connection when it cannot be sent now (see [`Calls::settle_cleanup`]:
+/// `Ok` only once it ran).
 pub(crate) async fn abandon(
     calls: &Arc<Calls>,
     script: &'static LockScript,
     call: ReleaseCall,
 ) -> Result<()> {
+    let (started, timeout) = (tokio::time::Instant::now(), calls.call_timeout(None));
     let abandoned: Result<(i64,)> = calls
-        .run_behind(
-            &call.name,
-            script,
-            call.keys,
-            calls.call_timeout(None),
-            |command| {
-                call.fill(command);
-            },
-        )
+        .run_behind(&call.name, script, call.keys, timeout, |command| {
+            call.fill(command);
+        })
         .await;
-    if let Err(error) = abandoned {
-        let cleanup = Cleanup { script, call };
-        if error.is_ambiguous() && calls.connection().defer(Arc::new(cleanup)) {
-            return Ok(());
-        }
-        return Err(error);
-    }
-    Ok(())
+    calls
+        .settle_cleanup(abandoned, started, timeout, || {
+            Arc::new(Cleanup { script, call })
+        })
+        .await
 }
 
 /// A cleanup that could not be sent, replayed whole on the next connection.

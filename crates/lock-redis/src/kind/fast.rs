@@ -229,34 +229,24 @@ pub(crate) async fn abandon(
     }
     // The compare-and-delete script, without a replica wait (the replicas may be the very
     // reason for it), written after every pipeline under way: one of them may carry the call
-    // this cleans up after (its caller gone), which must reach the server first.
+    // this cleans up after (its caller gone), which must reach the server first. As for the
+    // reentrant lock, kept for the new connection, first in line, when it cannot go out now.
     let channel = keys::channel(name);
+    let (started, timeout) = (tokio::time::Instant::now(), calls.call_timeout(None));
     let given_back: Result<(i64,)> = calls
-        .run_behind(
-            name,
-            &FAST_RELEASE,
-            1,
-            calls.call_timeout(None),
-            |command| {
-                fast_release_arguments(command, name, owner_field, &channel, calls.announce());
-            },
-        )
+        .run_behind(name, &FAST_RELEASE, 1, timeout, |command| {
+            fast_release_arguments(command, name, owner_field, &channel, calls.announce());
+        })
         .await;
-    match given_back {
-        Ok(_) => Ok(()),
-        Err(error) => {
-            let cleanup = Cleanup {
+    calls
+        .settle_cleanup(given_back, started, timeout, || {
+            Arc::new(Cleanup {
                 name: name.to_owned(),
                 owner_field: owner_field.to_owned(),
                 announce: calls.announce(),
-            };
-            // As for the reentrant lock: kept for the new connection, first in line.
-            if error.is_ambiguous() && calls.connection().defer(Arc::new(cleanup)) {
-                return Ok(());
-            }
-            Err(error)
-        }
-    }
+            })
+        })
+        .await
 }
 
 /// `LockBackend::renew` with the fast renew script.

@@ -93,8 +93,9 @@ pub(crate) async fn renew(
     scripted::renew(calls, &RENEW, &RENEW_ACROSS_SLOTS, renewals).await
 }
 
-/// `LockBackend::abandon`: the cleanup script, sent whole; deferred to the next connection
-/// when the call's outcome is unknown and there is no connection right now.
+/// `LockBackend::abandon`: the cleanup script, sent whole; kept for the next connection when
+/// the call's outcome is unknown and there is no connection right now (see
+/// [`Calls::settle_cleanup`]: `Ok` only once it ran).
 pub(crate) async fn abandon(
     calls: &Arc<Calls>,
     name: &str,
@@ -102,28 +103,24 @@ pub(crate) async fn abandon(
     keep: u32,
 ) -> Result<()> {
     let channel = keys::channel(name);
+    let (started, timeout) = (tokio::time::Instant::now(), calls.call_timeout(None));
     // Written after every pipeline under way: one of them may carry the call this cleans up
     // after (its caller gone), which must reach the server first.
     let abandoned: Result<(i64,)> = calls
-        .run_behind(name, &ABANDON, 1, calls.call_timeout(None), |command| {
+        .run_behind(name, &ABANDON, 1, timeout, |command| {
             abandon_arguments(command, name, owner_field, keep, &channel, calls.announce());
         })
         .await;
-    if let Err(error) = abandoned {
-        let cleanup = Cleanup {
-            name: name.to_owned(),
-            owner_field: owner_field.to_owned(),
-            keep,
-            announce: calls.announce(),
-        };
-        // Not sent, or sent on a connection now being replaced: it runs first on the new
-        // one (see `Connection::defer`), so it is done, not merely attempted.
-        if error.is_ambiguous() && calls.connection().defer(Arc::new(cleanup)) {
-            return Ok(());
-        }
-        return Err(error);
-    }
-    Ok(())
+    calls
+        .settle_cleanup(abandoned, started, timeout, || {
+            Arc::new(Cleanup {
+                name: name.to_owned(),
+                owner_field: owner_field.to_owned(),
+                keep,
+                announce: calls.announce(),
+            })
+        })
+        .await
 }
 
 /// `LockBackend::force_release` with the reentrant force-release script.

@@ -22,9 +22,7 @@ pub(crate) fn map_error(error: &RedisError, timeout: Duration) -> Error {
         Some("ERR") if refused_in_script(error) => return Error::NotPermitted(cause()),
         _ if refused_select(&text) => return Error::NotPermitted(cause()),
         Some("OOM") => return Error::OutOfMemory(cause()),
-        Some("LOADING" | "BUSY" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN") => {
-            return Error::Unavailable(cause());
-        }
+        code if refused_for_now(code) => return Error::Unavailable(cause()),
         _ => {}
     }
     match error.kind() {
@@ -35,6 +33,16 @@ pub(crate) fn map_error(error: &RedisError, timeout: Duration) -> Error {
         _ if error.is_unrecoverable_error() => Error::ConnectionLost(cause()),
         _ => Error::Backend(cause()),
     }
+}
+
+/// Whether an error reply with `code` is a refusal that passes: the command did not run, and
+/// sent again later it may (the server loading its data or busy with a script, cut off from
+/// its primary or short of replicas for a write, a cluster slot moving or down).
+pub(crate) fn refused_for_now(code: Option<&str>) -> bool {
+    matches!(
+        code,
+        Some("LOADING" | "BUSY" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN" | "NOREPLICAS")
+    )
 }
 
 /// Whether `error` is the ACL refusing a command a script called (`redis.call('hset', …)`, or
