@@ -93,7 +93,10 @@ pub enum ReleaseOutcome {
     /// force-released). No hold was given back and no other holder's hold was touched.
     NotHeld,
     /// Composites only: enough nodes gave the hold back for the lock to be free, but some nodes
-    /// could not be reached (errors or timeouts). What is left there expires with its lease.
+    /// could not be reached (errors or timeouts). A guard's release is then followed by
+    /// [`LockBackend::abandon`] down to the holds the owner still counts, which gives back
+    /// what is left on those nodes once they answer (or leaves a debt for the owner's next
+    /// call on the name); what is left otherwise expires with its lease.
     /// (Nodes that answered "not held" never had the hold, or had lost it: nothing is left
     /// there, and the outcome is [`ReleaseOutcome::Released`].)
     PartlyReleased {
@@ -222,8 +225,15 @@ impl LockState {
 ///    [`watch_releases`](Self::watch_releases).
 /// 8. **Any future may be dropped** at any `.await` (a cancelled `lock()`, the watchdog's
 ///    deadline on a renewal); the step it carried may then have applied or not, and the store
-///    and the backend must stay usable either way. The Locker sends no cleanup for a dropped
-///    step: what it may have left ends with its lease (rule 3).
+///    and the backend must stay usable either way. The Locker notes a debt for a dropped
+///    acquire, release or cleanup and sets the owner's count with [`abandon`](Self::abandon)
+///    in the background; what is left if that fails ends with its lease (rule 3).
+/// 9. **A finished step is finished.** The Locker sends one owner field's steps on one name one
+///    at a time, in the order its program made them: the next only once the previous future has
+///    completed (see `docs/design.md`, "One order per name and owner"). So when a future
+///    completes, nothing of its step may still be on its way to the store, where it could land
+///    after the next one: a composite never drops a node's step still running, and a backend
+///    that keeps a step to send later answers an error, not `Ok`.
 ///
 /// Names reaching these methods have passed [`check_name`](Self::check_name); leases are
 /// between [`MIN_LEASE`](crate::options::MIN_LEASE) and
@@ -427,10 +437,11 @@ pub trait LockBackend: Send + Sync + 'static {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: a dropped attempt may have taken the lock. The Locker does not undo a
-    /// dropped attempt, and notes no debt for it: the hold it may have left, which no watchdog
-    /// renews, ends with its lease (a re-entry left so lives on while the owner's other holds
-    /// are renewed, and ends one lease after the last of them).
+    /// Not cancel safe: a dropped attempt may have taken the lock. The Locker notes a debt for
+    /// it and, in the background and before the owner's next call on the name, sets the
+    /// owner's count back with [`abandon`](Self::abandon); if that fails, the hold it may have
+    /// left, which no watchdog renews, ends with its lease (a re-entry left so lives on while
+    /// the owner's other holds are renewed, and ends one lease after the last of them).
     fn try_acquire(
         &self,
         request: AcquireRequest<'_>,
@@ -456,15 +467,15 @@ pub trait LockBackend: Send + Sync + 'static {
     ///   back what was left of it on the others.) A spurious release notification is allowed:
     ///   waiters only look again. For the caller it means its critical section may have
     ///   overlapped another holder's.
-    /// - [`ReleaseOutcome::PartlyReleased`]: composites only, see there; the Locker treats it
-    ///   like `Released`.
+    /// - [`ReleaseOutcome::PartlyReleased`]: composites only, see there; the Locker reports it
+    ///   as it comes and follows it with the cleanup of a failed release (below).
     ///
     /// # Errors
     ///
     /// - Ambiguous ([`crate::Error::Timeout`], [`crate::Error::ConnectionLost`]) when the release
     ///   may have been applied. A guard's release then calls [`abandon`](Self::abandon) with
-    ///   `keep` = the holds of `owner_field` the process still knows (the released one already
-    ///   forgotten), so the count ends right whether the release ran or not; if that fails too,
+    ///   `keep` = the holds of `owner_field` the process still counts (the released one no
+    ///   longer), so the count ends right whether the release ran or not; if that fails too,
     ///   it keeps a debt, as after an acquire (see [`try_acquire`](Self::try_acquire)).
     /// - Any other error only when nothing was applied. The hold is then still on the store,
     ///   and the guard has forgotten it: it gets the same [`abandon`](Self::abandon) (and the
@@ -477,8 +488,10 @@ pub trait LockBackend: Send + Sync + 'static {
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: a dropped release may or may not have been applied. The guard has
-    /// already forgotten its hold and stopped its watchdog, so what is left ends with its lease.
+    /// Not cancel safe: a dropped release may or may not have been applied. The Locker notes a
+    /// debt and sets the owner's count with [`abandon`](Self::abandon) in the background,
+    /// before the owner's next call on the name; what is left if that fails ends with its
+    /// lease.
     fn release(
         &self,
         name: &str,
@@ -556,8 +569,9 @@ pub trait LockBackend: Send + Sync + 'static {
     /// this owner field calls `abandon` again first, and fails with its error while it fails;
     /// the debt is dropped once `abandon` succeeds, or once the unseen step's lease has surely
     /// ended with no hold of this owner field left in the process. So answer `Ok` only when the
-    /// step is done: applied, or (as the Redis backend does while its connection is replaced)
-    /// queued so that it runs on the store before any later request of this backend.
+    /// step has been applied on the store (rule 9): the Redis backend, which keeps a cleanup to
+    /// replay on its next connection while the connection is replaced, answers once the replay
+    /// has run, and an error if that takes longer than the call's timeout.
     ///
     /// # Cancel safety
     ///
