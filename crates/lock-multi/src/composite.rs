@@ -2,10 +2,11 @@
 //! [`Quorum`] policy decides how many must agree.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::error::{NodeFailure, QuorumError};
+use lock_core::error::{Cause, NodeFailure, QuorumError};
 use lock_core::{
     AcquireOutcome, AcquireRequest, DynLockBackend, Error, Grant, LockBackend, LockState,
     ReleaseHub, ReleaseOutcome, ReleaseWatch, RenewOutcome, Renewal, Result,
@@ -20,7 +21,7 @@ use futures_util::stream::FuturesUnordered;
 
 use crate::fanout::{on_all, partition};
 use crate::quorum::Quorum;
-use crate::straggler::Stragglers;
+use crate::straggler::NodeCalls;
 use crate::watch::Forwarders;
 
 /// The default per-node timeout, as a fraction of the lease (redsync uses the same 5 %).
@@ -37,9 +38,10 @@ const CONTROL_LEASE: Duration = Duration::from_secs(30);
 /// A grant whose remaining validity is shorter than this is refused: the guard would be expired
 /// on arrival.
 const MIN_VALIDITY: Duration = Duration::from_millis(1);
-/// How long past its timeout a late acquire request may take to be reported before steps that
-/// wait for it go on without it.
-const LATE_REQUEST_SLACK: Duration = Duration::from_millis(50);
+/// How long a cleanup waits for the same owner's earlier calls on a node before it gives up
+/// without sending: far beyond any node call's own timeouts (a Redis command's is 3 s by
+/// default), so a cleanup follows what it cleans up unless a node backend hangs for good.
+const CLEANUP_QUEUE_LIMIT: Duration = CONTROL_LEASE;
 /// How often waiters re-check when no node could subscribe to release notifications.
 const POLL_WITHOUT_NOTIFICATIONS: Duration = Duration::from_millis(100);
 
@@ -56,7 +58,8 @@ pub struct Composite<P: Quorum> {
     retry_delay: (Duration, Duration),
     hub: ReleaseHub,
     forwarders: Forwarders,
-    stragglers: Arc<Stragglers>,
+    /// Every node call still running, so that none is overtaken (see [`crate::straggler`]).
+    calls: Arc<NodeCalls>,
 }
 
 impl<P: Quorum> std::fmt::Debug for Composite<P> {
@@ -188,7 +191,7 @@ impl<P: Quorum> CompositeBuilder<P> {
         Ok(Composite {
             hub: forwarders.hub(),
             forwarders,
-            stragglers: Arc::default(),
+            calls: Arc::default(),
             nodes: self.nodes,
             policy: self.policy,
             client_id: lock_core::new_client_id(),
@@ -271,75 +274,168 @@ impl<P: Quorum> Composite<P> {
     }
 
     /// Lowers `owner`'s holds back to `keep` on every node at once (an attempt that did not
-    /// succeed as a whole). Failures are logged: what is left expires with its lease.
-    async fn undo(&self, name: &str, owner_field: &str, keep: u32, timeout: Duration) {
-        let results = self
-            .after_late_requests(name, owner_field, timeout, abandon_step(keep))
-            .await;
-        for (node, result) in results.into_iter().enumerate() {
-            if let Err(error) = result {
-                tracing::warn!(%error, node, name, "could not undo a failed attempt on a node; it expires with its lease");
-            }
-        }
+    /// succeed as a whole). Returns each node's answer, in node order; a node whose cleanup is
+    /// still queued behind earlier calls, or still running, answers a timeout, and the cleanup
+    /// goes on there (see [`crate::straggler`]).
+    async fn undo(
+        &self,
+        name: &Arc<str>,
+        owner_field: &Arc<str>,
+        keep: u32,
+        timeout: Duration,
+    ) -> Vec<Result<()>> {
+        self.on_all_nodes(
+            name,
+            owner_field,
+            timeout,
+            Wait::Cleanup,
+            abandon_step(keep),
+        )
+        .await
+    }
+
+    /// The error of an attempt that was not granted and whose undo did not end (or failed) on
+    /// a node that granted it: ambiguous, so that the Locker sets the owner's count again
+    /// (behind the undo still running) or keeps a debt, instead of retrying on top of a hold
+    /// it does not know of.
+    fn undo_unfinished(&self, granted: usize, left: Vec<NodeFailure>) -> Error {
+        let nodes = self.nodes.len();
+        let list = left
+            .iter()
+            .map(|failure| failure.node.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let undo = QuorumError::new("abandon", nodes - left.len(), nodes, nodes, left);
+        Error::ConnectionLost(Cause::with_source(
+            format!(
+                "acquire not granted ({granted} of {nodes} nodes granted, {} required), and the \
+                 undo of the grant on node(s) {list} did not end: the owner's count there is \
+                 unknown ({undo})",
+                self.required()
+            ),
+            undo,
+        ))
     }
 }
 
-/// A step sent to one node after this owner's late acquire requests there: owns what it
-/// needs, so it can run in a task of its own.
-type NodeStep<T> = Arc<
-    dyn Fn(Arc<dyn DynLockBackend>, Arc<str>, Arc<str>) -> BoxFuture<'static, Result<T>>
-        + Send
-        + Sync,
->;
+/// How a node call waits for the same owner's earlier calls on the same lock and node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    /// An acquire or a release: at most the per-node timeout. When they still run then, the
+    /// call is not sent and the node counts as timed out: the step is decided within the
+    /// timeout, and a call sent after that would change a count the owner has moved on from.
+    Bounded,
+    /// A cleanup (`abandon`): up to [`CLEANUP_QUEUE_LIMIT`], and sent as soon as they end,
+    /// even when nobody waits for its answer any more. It only lowers a count, and every later
+    /// call on that node waits for it in turn, so sending it late overtakes nothing.
+    Cleanup,
+}
 
 impl<P: Quorum> Composite<P> {
-    /// As [`on_all`], for a step that must come after this owner's late acquire requests on
-    /// the same lock (see [`crate::straggler`]). Nodes without a late request get the call at
-    /// once. On a late node the call waits for that node's request (up to its timeout) and
-    /// then runs in a task of its own, so that cancelling the caller cannot keep it from being
-    /// sent; it gets the rest of `timeout` counted from now, and never less than half of it.
-    async fn after_late_requests<T: Send + 'static>(
+    /// Issues `call` to node `index` for `owner` on `name`, in a task of its own that is never
+    /// dropped before the call ends (see [`crate::straggler`]): first it waits for this owner's
+    /// earlier calls on this lock and node, as `wait` says. The returned future is the
+    /// decision's view: the node's answer, or [`Error::Timeout`] when it did not come within
+    /// `timeout` (counted from now; a call that waited for earlier ones gets at least half of
+    /// it from its send). Dropping the returned future leaves the call running.
+    ///
+    /// The call is registered here, before this returns, so a call issued after this one, even
+    /// before this one is polled, waits for it.
+    fn on_node<T: Send + 'static>(
         &self,
-        name: &str,
-        owner_field: &str,
+        index: usize,
+        name: &Arc<str>,
+        owner_field: &Arc<str>,
         timeout: Duration,
-        step: NodeStep<T>,
-    ) -> Vec<Result<T>> {
-        let started = Instant::now();
-        let (name, owner_field): (Arc<str>, Arc<str>) = (Arc::from(name), Arc::from(owner_field));
-        join_all(self.nodes.iter().enumerate().map(|(index, node)| {
-            let late = self.stragglers.late([(&*name, &*owner_field)], index);
-            let call = step(Arc::clone(node), name.clone(), owner_field.clone())
-                .instrument(node_span(index));
-            async move {
-                let Some(late) = late else {
-                    return tokio::time::timeout(timeout, call)
-                        .await
-                        .unwrap_or(Err(Error::Timeout { after: timeout }));
-                };
-                let sent = tokio::spawn(async move {
-                    late.finished().await;
-                    let deadline = (started + timeout).max(Instant::now() + timeout / 2);
-                    tokio::time::timeout_at(deadline, call)
-                        .await
-                        .unwrap_or(Err(Error::Timeout { after: timeout }))
-                });
-                sent.await.unwrap_or_else(|error| {
-                    Err(Error::ConnectionLost(
-                        format!("the call waiting for a late acquire ended: {error}").into(),
-                    ))
-                })
+        wait: Wait,
+        call: BoxFuture<'static, Result<T>>,
+    ) -> impl Future<Output = Result<T>> + Send + 'static {
+        let issued = Instant::now();
+        let (earlier, entry) = self.calls.start(name, owner_field, index);
+        let wait_until = issued
+            + match wait {
+                Wait::Bounded => timeout,
+                Wait::Cleanup => CLEANUP_QUEUE_LIMIT,
+            };
+        let (sent, sent_at) = match earlier {
+            Some(_) => {
+                let (sent, sent_at) = tokio::sync::oneshot::channel::<Instant>();
+                (Some(sent), Some(sent_at))
             }
-        }))
-        .await
+            None => (None, None),
+        };
+        let task = tokio::spawn(
+            async move {
+                let _entry = entry;
+                if let Some(earlier) = earlier {
+                    if !earlier.finished(wait_until).await {
+                        // For the decision the node did not answer in time, as if it had been
+                        // sent and timed out.
+                        tracing::debug!(
+                            "not sent: an earlier call of this owner on this lock is still running on the node"
+                        );
+                        return Err(Error::Timeout {
+                            after: wait_until - issued,
+                        });
+                    }
+                    if let Some(sent) = sent {
+                        let _ = sent.send(Instant::now());
+                    }
+                }
+                call.await
+            }
+            .instrument(node_span(index)),
+        );
+        async move {
+            let mut deadline = issued + timeout;
+            if let Some(sent_at) = sent_at {
+                match tokio::time::timeout_at(deadline, sent_at).await {
+                    Ok(Ok(sent_at)) => deadline = deadline.max(sent_at + timeout / 2),
+                    // The task ended without sending: its answer is there in a moment.
+                    Ok(Err(_)) => deadline = deadline.max(Instant::now() + timeout / 2),
+                    // Still waiting for the earlier calls; a cleanup is sent once they end.
+                    Err(_) => return Err(Error::Timeout { after: timeout }),
+                }
+            }
+            match tokio::time::timeout_at(deadline, task).await {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(error)) => Err(Error::ConnectionLost(
+                    format!("the task of the node call ended: {error}").into(),
+                )),
+                Err(_) => Err(Error::Timeout { after: timeout }),
+            }
+        }
+    }
+
+    /// [`Composite::on_node`] on every node at once; the answers in node order.
+    fn on_all_nodes<T: Send + 'static>(
+        &self,
+        name: &Arc<str>,
+        owner_field: &Arc<str>,
+        timeout: Duration,
+        wait: Wait,
+        step: impl Fn(Arc<dyn DynLockBackend>, Arc<str>, Arc<str>) -> BoxFuture<'static, Result<T>>,
+    ) -> impl Future<Output = Vec<Result<T>>> + Send + 'static {
+        let calls: Vec<_> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(index, node)| {
+                let call = step(Arc::clone(node), name.clone(), owner_field.clone());
+                self.on_node(index, name, owner_field, timeout, wait, call)
+            })
+            .collect();
+        join_all(calls)
     }
 }
 
 /// Lowers the owner's holds on one node to `keep`.
-fn abandon_step(keep: u32) -> NodeStep<()> {
-    Arc::new(move |node, name, owner| {
+fn abandon_step(
+    keep: u32,
+) -> impl Fn(Arc<dyn DynLockBackend>, Arc<str>, Arc<str>) -> BoxFuture<'static, Result<()>> {
+    move |node, name, owner| {
         Box::pin(async move { DynLockBackend::abandon(node.as_ref(), &name, &owner, keep).await })
-    })
+    }
 }
 
 /// What the nodes answered to one acquire attempt.
@@ -419,62 +515,52 @@ impl<P: Quorum> LockBackend for Composite<P> {
         let required = self.required();
         let nodes = self.nodes.len();
         // Every node is asked at once; a grant is decided as soon as a quorum has granted, so a
-        // slow node costs nothing then. The requests still running at that point finish in the
-        // background (see `straggler`), and a release of this lock waits for them. A failed
-        // attempt waits for every answer (at most one per-node timeout): its error names every
-        // failed node, and the undo has to reach every node anyway.
+        // slow node costs nothing then. Each request runs in a task of its own until it ends
+        // (see `straggler`), and the owner's later calls on this lock wait for it on its node.
+        // A failed attempt waits for every answer (at most one per-node timeout): its error
+        // names every failed node, and the undo has to reach every node anyway.
         let name: Arc<str> = Arc::from(request.name);
         let owner: Arc<str> = Arc::from(request.owner_field);
+        let AcquireRequest {
+            lease,
+            fencing,
+            known_holds,
+            waits,
+            ..
+        } = request;
         let mut pending: FuturesUnordered<_> = self
             .nodes
             .iter()
             .enumerate()
             .map(|(node, backend)| {
-                // Owned, so that the stragglers can outlive this call.
-                let (backend, name, owner) = (Arc::clone(backend), name.clone(), owner.clone());
-                async move {
+                let (backend, call_name, call_owner) =
+                    (Arc::clone(backend), name.clone(), owner.clone());
+                let call = Box::pin(async move {
                     let request = AcquireRequest {
-                        name: &name,
-                        owner_field: &owner,
-                        ..request
+                        name: &call_name,
+                        owner_field: &call_owner,
+                        lease,
+                        fencing,
+                        known_holds,
+                        waits,
                     };
-                    let answer = tokio::time::timeout(
-                        timeout,
-                        DynLockBackend::try_acquire(backend.as_ref(), request)
-                            .instrument(node_span(node)),
-                    )
-                    .await
-                    .unwrap_or(Err(Error::Timeout { after: timeout }));
-                    (node, answer)
-                }
+                    DynLockBackend::try_acquire(backend.as_ref(), request).await
+                });
+                let answer = self.on_node(node, &name, &owner, timeout, Wait::Bounded, call);
+                async move { (node, answer.await) }
             })
             .collect();
         let mut tally = AcquireTally::default();
-        let mut answered = vec![false; nodes];
+        let mut granted_on = vec![false; nodes];
         while let Some((node, answer)) = pending.next().await {
-            answered[node] = true;
+            granted_on[node] = matches!(answer, Ok(AcquireOutcome::Acquired(_)));
             tally.add(node, answer);
             if tally.grants.len() >= required {
                 break;
             }
         }
-        if !pending.is_empty() {
-            let late = (0..nodes).filter(|&node| !answered[node]).collect();
-            // The late requests time out `timeout` after the start at the latest, when polled;
-            // the slack covers the task being scheduled after that.
-            let deadline = started + timeout + LATE_REQUEST_SLACK;
-            let batch = self
-                .stragglers
-                .start(name.clone(), owner.clone(), late, deadline);
-            tokio::spawn(async move {
-                while let Some((node, answer)) = pending.next().await {
-                    batch.answered(node);
-                    if let Err(error) = answer {
-                        tracing::debug!(%error, node, name = &*name, "a late acquire request failed; the release will find out");
-                    }
-                }
-            });
-        }
+        // The requests not answered yet go on in their tasks.
+        drop(pending);
         let elapsed = started.elapsed();
         let validity = request
             .lease
@@ -494,13 +580,28 @@ impl<P: Quorum> LockBackend for Composite<P> {
         // node, the ones that refused or failed included, before anyone retries.
         let anything_applied = !tally.grants.is_empty() || !tally.failures.is_empty();
         if anything_applied {
-            self.undo(
-                request.name,
-                request.owner_field,
-                request.known_holds,
-                timeout,
-            )
-            .await;
+            let undone = self.undo(&name, &owner, known_holds, timeout).await;
+            let mut left = Vec::new();
+            for (node, result) in undone.into_iter().enumerate() {
+                let Err(error) = result else { continue };
+                if granted_on[node] {
+                    tracing::warn!(%error, node, name = &*name, "could not undo a grant of a failed attempt on a node (yet)");
+                    left.push(NodeFailure::new(node, error));
+                } else {
+                    // Nothing of this attempt is known to be there. If its acquire is still
+                    // running, the undo waits for it and the owner's next calls there wait for
+                    // both (or are not sent), so nothing overtakes it.
+                    tracing::debug!(%error, node, name = &*name, "could not undo a failed attempt on a node that did not grant it (yet)");
+                }
+            }
+            if !left.is_empty() {
+                // A node granted this attempt, and the cleanup is still on its way there, or
+                // failed: answered as "not held", the owner's next attempt could re-enter that
+                // hold, or be granted just before the cleanup lands and deletes the grant.
+                // Ambiguous instead: the Locker sets the count on every node again, behind the
+                // cleanup still running, or owes it before the owner's next call.
+                return Err(self.undo_unfinished(tally.grants.len(), left));
+            }
         }
         if tally.grants.len() >= required {
             tracing::warn!(
@@ -537,13 +638,14 @@ impl<P: Quorum> LockBackend for Composite<P> {
         lease: Duration,
     ) -> Result<ReleaseOutcome> {
         let timeout = self.node_timeout(lease);
-        let step: NodeStep<ReleaseOutcome> = Arc::new(move |node, name, owner_field| {
+        let (name, owner_field): (Arc<str>, Arc<str>) = (Arc::from(name), Arc::from(owner_field));
+        let step = move |node: Arc<dyn DynLockBackend>, name: Arc<str>, owner_field: Arc<str>| {
             Box::pin(async move {
                 DynLockBackend::release(node.as_ref(), &name, &owner_field, lease).await
-            })
-        });
+            }) as BoxFuture<'static, Result<ReleaseOutcome>>
+        };
         let results = self
-            .after_late_requests(name, owner_field, timeout, step)
+            .on_all_nodes(&name, &owner_field, timeout, Wait::Bounded, step)
             .await;
         let (answers, failures) = partition(results);
         let required = self.required();
@@ -557,26 +659,38 @@ impl<P: Quorum> LockBackend for Composite<P> {
             }
         }
         for failure in &failures {
-            tracing::warn!(error = %failure.error, node = failure.node, name, "release failed on a node; it expires with its lease");
+            tracing::warn!(error = %failure.error, node = failure.node, name = &*name, "release failed on a node; its count there is unknown");
         }
+        // A node that failed may still have the hold this release gave back elsewhere (or be
+        // about to get it, from a call still running there). No outcome below that the owner's
+        // count relies on is answered then: left on that node, the hold would be re-entered by
+        // the owner's next acquire there. `PartlyReleased` or an error instead, after which the
+        // Locker sets the owner's count on every node again (see `abandon`).
+        let gave_back = released + still_held.len();
         if still_held.len() >= required {
-            let hold_count = still_held.iter().copied().max().unwrap_or(1);
-            return Ok(ReleaseOutcome::StillHeld { hold_count });
+            if failures.is_empty() {
+                let hold_count = still_held.iter().copied().max().unwrap_or(1);
+                return Ok(ReleaseOutcome::StillHeld { hold_count });
+            }
+            return Ok(ReleaseOutcome::PartlyReleased {
+                released: count(gave_back),
+                nodes: count(self.nodes.len()),
+            });
         }
-        let held = released + still_held.len();
-        if held >= required {
+        if gave_back >= required {
             // Nodes that answered "not held" keep nothing of ours; only unreachable ones may.
             if failures.is_empty() {
                 return Ok(ReleaseOutcome::Released);
             }
             return Ok(ReleaseOutcome::PartlyReleased {
-                released: count(released),
+                released: count(gave_back),
                 nodes: count(self.nodes.len()),
             });
         }
-        if held + failures.len() >= required {
-            // The failed nodes decide whether the lock was still ours: unknown.
-            return Err(self.quorum_error("release", held, failures));
+        if !failures.is_empty() {
+            // Either the failed nodes decide whether the lock was still ours (unknown), or it
+            // surely was not, but they may still keep a hold of it.
+            return Err(self.quorum_error("release", gave_back, failures));
         }
         Ok(ReleaseOutcome::NotHeld)
     }
@@ -586,8 +700,10 @@ impl<P: Quorum> LockBackend for Composite<P> {
             return Ok(Vec::new());
         };
         let timeout = self.node_timeout(shortest);
-        // A renewal right after a grant (an `extend`) waits for the late acquire requests of
-        // its locks on each node, so the late grant does not keep the acquire's lease there.
+        // A renewal right after a grant (an `extend`) waits for the calls of its locks still
+        // running on each node, so a late grant does not keep the acquire's lease there. Up to
+        // one per-node timeout: a renewal only lengthens a lease its owner field holds, so one
+        // that overtakes a call changes no count, and it is sent anyway.
         let results = join_all(
             self.nodes
                 .iter()
@@ -596,8 +712,8 @@ impl<P: Quorum> LockBackend for Composite<P> {
                     let locks = renewals
                         .iter()
                         .map(|renewal| (renewal.name, renewal.owner_field));
-                    if let Some(late) = self.stragglers.late(locks, index) {
-                        late.finished().await;
+                    if let Some(late) = self.calls.late(locks, index) {
+                        late.finished(Instant::now() + timeout).await;
                     }
                     tokio::time::timeout(timeout, DynLockBackend::renew(node.as_ref(), renewals))
                         .await
@@ -654,12 +770,18 @@ impl<P: Quorum> LockBackend for Composite<P> {
             .collect())
     }
 
+    /// Lowers the owner's count on every node, each after the owner's earlier calls there
+    /// (a release or an undo still running on a node that failed them): it never overtakes
+    /// one, and is sent once they end even when this call has given up on its answer. An error
+    /// when a node did not confirm within the control timeout, so the Locker keeps its debt.
     async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
+        let (name, owner_field): (Arc<str>, Arc<str>) = (Arc::from(name), Arc::from(owner_field));
         let results = self
-            .after_late_requests(
-                name,
-                owner_field,
+            .on_all_nodes(
+                &name,
+                &owner_field,
                 self.control_timeout(),
+                Wait::Cleanup,
                 abandon_step(keep),
             )
             .await;
@@ -780,6 +902,7 @@ mod tests {
     use crate::{AllNodes, MultiLock};
     use lock_core::{LockOptions, Locker, MemoryBackend, Owner};
     use lock_testkit::SlowNode;
+    use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
     fn memory_nodes(n: usize) -> (Vec<MemoryBackend>, Vec<Arc<dyn DynLockBackend>>) {
         let stores: Vec<MemoryBackend> = (0..n).map(|_| MemoryBackend::new()).collect();
@@ -975,7 +1098,7 @@ mod tests {
             "granted by the quorum without waiting for the slow node: {:?}",
             started.elapsed()
         );
-        assert_eq!(backend.stragglers.len(), 1);
+        assert_eq!(backend.calls.len(), 1);
 
         // Node 1 is lost after the grant: nodes 0 and 2 (the late one) must still release.
         slow[1].fail_releases(true);
@@ -986,9 +1109,9 @@ mod tests {
                 nodes: 3
             }
         );
-        // Holds on this current-thread runtime: the batch is dropped before the release's
-        // waiter runs again (on a multi-thread runtime this could race).
-        assert_eq!(backend.stragglers.len(), 0);
+        // Every call has ended: the release and the cleanup after it waited for each node's
+        // answer, and a call is forgotten before its answer is handed over.
+        assert_eq!(backend.calls.len(), 0);
         for i in [0, 2] {
             let state = node_state(&stores[i], "late").await;
             assert!(!state.is_locked(), "node {i}: {state:?}");
@@ -1049,7 +1172,8 @@ mod tests {
     }
 
     /// A late request whose task is never polled again (its runtime idle but alive) holds up a
-    /// release from another runtime only until the request's deadline.
+    /// release from another runtime only for one node timeout. The release is not sent to that
+    /// node (it would overtake the request, which may still grant there), so it is partial.
     #[test]
     fn an_idle_runtime_does_not_hold_up_a_release() {
         let late = late_third_node(Duration::from_secs(5), Duration::from_millis(100));
@@ -1071,7 +1195,13 @@ mod tests {
         });
         let elapsed = started.elapsed();
         assert!(
-            matches!(outcome, Ok(Ok(ReleaseOutcome::Released))),
+            matches!(
+                outcome,
+                Ok(Ok(ReleaseOutcome::PartlyReleased {
+                    released: 2,
+                    nodes: 3
+                }))
+            ),
             "{outcome:?} after {elapsed:?}"
         );
         assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
@@ -1080,6 +1210,294 @@ mod tests {
             assert!(!state.is_locked(), "node {i}: {state:?}");
         }
         drop(idle);
+    }
+
+    /// A node whose next `slow_*` acquires, abandons or releases are in flight for `delay`:
+    /// each reaches the store only then, whether or not anyone still waits for its answer (a
+    /// request already written to the connection), and a slow release's answer is lost on the
+    /// way back. Everything else goes straight through.
+    struct InFlight {
+        inner: Arc<MemoryBackend>,
+        delay: Duration,
+        slow_acquires: AtomicUsize,
+        slow_abandons: AtomicUsize,
+        slow_releases: AtomicUsize,
+    }
+
+    impl InFlight {
+        fn new(inner: MemoryBackend, delay: Duration) -> Self {
+            InFlight {
+                inner: Arc::new(inner),
+                delay,
+                slow_acquires: AtomicUsize::new(0),
+                slow_abandons: AtomicUsize::new(0),
+                slow_releases: AtomicUsize::new(0),
+            }
+        }
+
+        /// Whether the next call counted by `slow` is a slow one (and counts it).
+        fn take(slow: &AtomicUsize) -> bool {
+            slow.fetch_update(AtomicOrdering::SeqCst, AtomicOrdering::SeqCst, |n| {
+                n.checked_sub(1)
+            })
+            .is_ok()
+        }
+    }
+
+    impl LockBackend for InFlight {
+        fn client_id(&self) -> &str {
+            LockBackend::client_id(self.inner.as_ref())
+        }
+        async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+            if !Self::take(&self.slow_acquires) {
+                return LockBackend::try_acquire(self.inner.as_ref(), request).await;
+            }
+            let (inner, delay) = (self.inner.clone(), self.delay);
+            let (name, owner_field) = (request.name.to_owned(), request.owner_field.to_owned());
+            let (lease, fencing, known_holds, waits) = (
+                request.lease,
+                request.fencing,
+                request.known_holds,
+                request.waits,
+            );
+            let sent = tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let request = AcquireRequest {
+                    name: &name,
+                    owner_field: &owner_field,
+                    lease,
+                    fencing,
+                    known_holds,
+                    waits,
+                };
+                LockBackend::try_acquire(inner.as_ref(), request).await
+            });
+            sent.await
+                .unwrap_or_else(|error| Err(Error::ConnectionLost(error.to_string().into())))
+        }
+        async fn release(
+            &self,
+            name: &str,
+            owner_field: &str,
+            lease: Duration,
+        ) -> Result<ReleaseOutcome> {
+            if !Self::take(&self.slow_releases) {
+                return LockBackend::release(self.inner.as_ref(), name, owner_field, lease).await;
+            }
+            let (inner, delay) = (self.inner.clone(), self.delay);
+            let (name, owner_field) = (name.to_owned(), owner_field.to_owned());
+            let sent = tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let _ = LockBackend::release(inner.as_ref(), &name, &owner_field, lease).await;
+            });
+            let _ = sent.await;
+            Err(Error::ConnectionLost(
+                "the answer was lost (InFlight)".into(),
+            ))
+        }
+        async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
+            LockBackend::renew(self.inner.as_ref(), renewals).await
+        }
+        async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
+            if !Self::take(&self.slow_abandons) {
+                return LockBackend::abandon(self.inner.as_ref(), name, owner_field, keep).await;
+            }
+            let (inner, delay) = (self.inner.clone(), self.delay);
+            let (name, owner_field) = (name.to_owned(), owner_field.to_owned());
+            let sent = tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                LockBackend::abandon(inner.as_ref(), &name, &owner_field, keep).await
+            });
+            sent.await
+                .unwrap_or_else(|error| Err(Error::ConnectionLost(error.to_string().into())))
+        }
+        async fn force_release(&self, name: &str) -> Result<bool> {
+            LockBackend::force_release(self.inner.as_ref(), name).await
+        }
+        async fn inspect(&self, name: &str) -> Result<LockState> {
+            LockBackend::inspect(self.inner.as_ref(), name).await
+        }
+        async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
+            LockBackend::watch_releases(self.inner.as_ref(), name).await
+        }
+    }
+
+    /// Three memory nodes under a RedLock with a 50 ms node timeout, node 2 [`InFlight`].
+    fn redlock_with_in_flight_third(
+        delay: Duration,
+    ) -> (Vec<MemoryBackend>, Arc<InFlight>, Locker<crate::RedLock>) {
+        let stores: Vec<MemoryBackend> = (0..3).map(|_| MemoryBackend::new()).collect();
+        let third = Arc::new(InFlight::new(stores[2].new_client(), delay));
+        let mut nodes: Vec<Arc<dyn DynLockBackend>> = stores[..2]
+            .iter()
+            .map(|store| Arc::new(store.new_client()) as Arc<dyn DynLockBackend>)
+            .collect();
+        nodes.push(third.clone());
+        let redlock = crate::RedLock::builder(nodes)
+            .node_timeout(Duration::from_millis(50))
+            .build()
+            .unwrap();
+        (stores, third, Locker::new(redlock))
+    }
+
+    async fn hold_counts(stores: &[MemoryBackend], name: &str, field: &str) -> Vec<u32> {
+        let mut counts = Vec::new();
+        for store in stores {
+            counts.push(node_state(store, name).await.hold_count(field));
+        }
+        counts
+    }
+
+    /// Regression: the undo of a failed attempt was dropped at the node timeout while still on
+    /// its way to a slow node, and the attempt answered "contended". The owner's retry then
+    /// re-entered the hold the undo was about to delete there (a count of 2), and the late undo
+    /// deleted it: the grant lived on a bare majority, unknown to its owner.
+    #[tokio::test]
+    async fn a_slow_undo_is_never_overtaken_by_the_owners_next_grant() {
+        let delay = Duration::from_millis(300);
+        let (stores, third, locker) = redlock_with_in_flight_third(delay);
+        third.slow_abandons.store(1, AtomicOrdering::SeqCst);
+        // Nodes 0 and 1 are held by someone else for the first attempt only, so it is granted
+        // on node 2 alone and undone there.
+        let foreign: Vec<_> = stores[..2]
+            .iter()
+            .map(|store| Locker::new(store.new_client()))
+            .collect();
+        let mut held = Vec::new();
+        for locker in &foreign {
+            held.push(locker.lock("undo").await.unwrap());
+        }
+        let releasing = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            for guard in held {
+                assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+            }
+        });
+        let started = Instant::now();
+        let options = LockOptions::new()
+            .wait(Duration::from_secs(5))
+            .fixed_lease(Duration::from_secs(10));
+        let guard = locker.lock_with("undo", &options).await.unwrap();
+        releasing.await.unwrap();
+        assert_eq!(guard.hold_count(), 1, "after {:?}", started.elapsed());
+        // Past the slow undo: it landed before the grant, not on top of it.
+        tokio::time::sleep_until(started + delay * 2).await;
+        assert_eq!(
+            hold_counts(&stores, "undo", guard.owner_field()).await,
+            [1, 1, 1]
+        );
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+
+    /// Regression: an attempt dropped by its caller while a node's acquire was still on its
+    /// way dropped that request from the composite's view too. The Locker's cleanup reached
+    /// the node first, the late acquire landed after it, and the owner's next lock re-entered
+    /// that hold there (a count of 2 nobody knew of).
+    #[tokio::test]
+    async fn a_dropped_attempt_is_undone_after_its_late_acquire() {
+        let delay = Duration::from_millis(300);
+        let (stores, third, locker) = redlock_with_in_flight_third(delay);
+        third.slow_acquires.store(1, AtomicOrdering::SeqCst);
+        let foreign: Vec<_> = stores[..2]
+            .iter()
+            .map(|store| Locker::new(store.new_client()))
+            .collect();
+        let mut held = Vec::new();
+        for locker in &foreign {
+            held.push(locker.lock("dropped").await.unwrap());
+        }
+        let started = Instant::now();
+        let options = LockOptions::new()
+            .wait(Duration::from_secs(5))
+            .fixed_lease(Duration::from_secs(10));
+        let cut = tokio::time::timeout(
+            Duration::from_millis(20),
+            locker.lock_with("dropped", &options),
+        )
+        .await;
+        assert!(cut.is_err(), "the attempt was still running: {cut:?}");
+        for guard in held {
+            assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+        }
+        let guard = locker.lock_with("dropped", &options).await.unwrap();
+        assert_eq!(guard.hold_count(), 1);
+        tokio::time::sleep_until(started + delay * 2).await;
+        assert_eq!(
+            hold_counts(&stores, "dropped", guard.owner_field()).await,
+            [1, 1, 1]
+        );
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+
+    /// Regression: a release still on its way to a slow node when the node timeout ended it
+    /// was dropped from the composite's view; the cleanup after the partial release reached
+    /// that node first, the owner's next lock was granted there, and then the stale release
+    /// landed and deleted that grant.
+    #[tokio::test]
+    async fn a_slow_release_is_never_overtaken_by_the_owners_next_grant() {
+        let delay = Duration::from_millis(300);
+        let (stores, third, locker) = redlock_with_in_flight_third(delay);
+        let options = LockOptions::new()
+            .wait(Duration::from_secs(5))
+            .fixed_lease(Duration::from_secs(10));
+        let guard = locker.lock_with("release", &options).await.unwrap();
+        let field = guard.owner_field().to_owned();
+        third.slow_releases.store(1, AtomicOrdering::SeqCst);
+        let started = Instant::now();
+        assert_eq!(
+            guard.release().await.unwrap(),
+            ReleaseOutcome::PartlyReleased {
+                released: 2,
+                nodes: 3
+            }
+        );
+        let guard = locker.lock_with("release", &options).await.unwrap();
+        assert_eq!(guard.owner_field(), field, "the same owner");
+        assert_eq!(guard.hold_count(), 1);
+        tokio::time::sleep_until(started + delay * 2).await;
+        assert_eq!(hold_counts(&stores, "release", &field).await, [1, 1, 1]);
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+
+    /// Regression: a reentrant release that failed on one node answered `StillHeld`, which the
+    /// owner's count trusts, so nothing set that node's count back: after the outer release the
+    /// node kept one hold of the owner, and the owner's next lock re-entered it (a count of 2).
+    #[tokio::test]
+    async fn a_release_that_failed_on_a_node_leaves_no_hold_there() {
+        let stores: Vec<MemoryBackend> = (0..3).map(|_| MemoryBackend::new()).collect();
+        let slow: Vec<Arc<SlowNode<MemoryBackend>>> = stores
+            .iter()
+            .map(|store| Arc::new(SlowNode::new(store.new_client(), Duration::ZERO)))
+            .collect();
+        let nodes = slow
+            .iter()
+            .map(|node| Arc::clone(node) as Arc<dyn DynLockBackend>)
+            .collect();
+        let locker = Locker::new(crate::RedLock::new(nodes).unwrap());
+        let outer = locker.lock("reentered").await.unwrap();
+        let inner = locker.lock("reentered").await.unwrap();
+        assert_eq!(inner.hold_count(), 2);
+        let field = outer.owner_field().to_owned();
+
+        slow[2].fail_releases(true);
+        let outcome = inner.release().await.unwrap();
+        slow[2].fail_releases(false);
+        assert_eq!(hold_counts(&stores, "reentered", &field).await, [1, 1, 1]);
+        assert_eq!(
+            outcome,
+            ReleaseOutcome::PartlyReleased {
+                released: 2,
+                nodes: 3
+            }
+        );
+        assert_eq!(outer.release().await.unwrap(), ReleaseOutcome::Released);
+        assert_eq!(hold_counts(&stores, "reentered", &field).await, [0, 0, 0]);
+
+        let again = locker.lock("reentered").await.unwrap();
+        assert_eq!(again.owner_field(), field, "the same owner");
+        assert_eq!(again.hold_count(), 1);
+        assert_eq!(hold_counts(&stores, "reentered", &field).await, [1, 1, 1]);
+        assert_eq!(again.release().await.unwrap(), ReleaseOutcome::Released);
     }
 
     #[test]

@@ -1,109 +1,126 @@
-//! Acquire requests still running after the attempt was decided.
+//! Node calls still running, per lock name, owner field and node.
 //!
-//! A composite grants as soon as a quorum of nodes has granted, so a slow node costs nothing.
-//! The requests to the nodes that have not answered yet are not dropped: dropping one could
-//! cancel it before it was sent, and the lock would then live on fewer nodes than the ones that
-//! were asked, so a later failure of one quorum node would make the release report an unknown
-//! outcome although the lock was ours. Instead they finish in a background task, and a later
-//! step that must see their effect on a node (release, abandon) waits for that node's request
-//! first, up to that request's timeout: a release sent before the late grant applied would
-//! leave that grant behind until its lease ends. Only the late nodes wait; the others are
-//! released at once. The wait and the call on a late node run in a task of their own, so a
-//! release cancelled by its caller still reaches that node.
+//! A composite never drops a call to a node before it ends: a dropped call may still reach the
+//! node (a request already written to the connection), or may never be sent, so what the node
+//! holds would be unknown, and a later call of the same owner could land before it. An undo
+//! landing after the owner's next grant there deletes that grant; a late acquire landing after
+//! its undo leaves a hold nobody counts. So every call runs in a task of its own, registered
+//! here from the moment it is issued until it ends. The composite's decision waits for it only
+//! up to the per-node timeout; the call itself goes on.
+//!
+//! A later call of the same owner on the same lock and node first waits for the calls before
+//! it there ([`NodeCalls::start`], [`LateRequests::finished`]), so each node sees one owner's
+//! calls on a lock in the order they were issued. Its wait is bounded: an acquire or a release
+//! whose earlier calls are still running after the per-node timeout is not sent at all (that
+//! node counts as failed for it), and a cleanup waits much longer and is sent once they end,
+//! whether or not anyone still waits for its answer. Either way nothing overtakes.
+//!
+//! This also covers the acquire requests still running when a quorum granted: they finish in
+//! their tasks, and a release right after the grant reaches a late node after its grant.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-/// The nodes of one batch whose requests have not answered yet.
-type PendingNodes = Vec<usize>;
-
-/// One batch as seen by the steps that wait for it.
-struct Waitable {
+/// One running call as seen by the calls after it.
+struct Running {
+    id: u64,
     owner: Arc<str>,
-    pending: watch::Receiver<PendingNodes>,
-    /// When every request of the batch has timed out at the latest. Waits end there even if
-    /// the task is never polled again (its runtime idle but alive).
-    deadline: Instant,
+    node: usize,
+    /// Turns `true` (or closes) when the call ends.
+    ended: watch::Receiver<bool>,
 }
 
-/// Per lock name: the batches still running.
-type Running = HashMap<Arc<str>, Vec<Waitable>>;
+/// Per lock name: the calls still running.
+type ByName = HashMap<Arc<str>, Vec<Running>>;
 
-/// The acquire requests of each lock name still running in the background.
+/// The node calls of one composite still running.
 #[derive(Default)]
-pub(crate) struct Stragglers {
-    running: Mutex<Running>,
-    /// How many batches are registered (see [`Stragglers::any`]).
-    batches: AtomicUsize,
+pub(crate) struct NodeCalls {
+    running: Mutex<ByName>,
+    /// How many calls are registered (see [`NodeCalls::any`]).
+    count: AtomicUsize,
+    next_id: AtomicU64,
 }
 
-/// The late requests on one node that a step must wait for; owned, so that the wait can run in
+/// The earlier calls on one node that a call must wait for; owned, so that the wait can run in
 /// a task of its own.
 pub(crate) struct LateRequests {
-    node: usize,
-    batches: Vec<(watch::Receiver<PendingNodes>, Instant)>,
+    calls: Vec<watch::Receiver<bool>>,
 }
 
 impl LateRequests {
-    /// Resolves once each request answered, or at its deadline (its per-node timeout).
-    pub(crate) async fn finished(self) {
-        let node = self.node;
-        for (mut batch, deadline) in self.batches {
-            // An error means the sender is gone: the batch is over either way.
-            let answered = batch.wait_for(|pending| !pending.contains(&node));
-            let _ = tokio::time::timeout_at(deadline, answered).await;
+    /// Waits until every earlier call ended, or until `deadline`. Returns whether they all
+    /// ended.
+    pub(crate) async fn finished(self, deadline: Instant) -> bool {
+        for mut call in self.calls {
+            // An error means the sender is gone: the call is over either way (also when its
+            // task died with its runtime).
+            let ended = call.wait_for(|ended| *ended);
+            if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                return false;
+            }
         }
+        true
     }
 }
 
-/// One background batch: reports each node's answer, and on drop (also when its task dies with
-/// its runtime) marks the whole batch finished and forgets it.
-pub(crate) struct Batch {
-    registry: Arc<Stragglers>,
+/// A registered call: held by the task that runs it, and dropped when the call ends (also when
+/// the task dies with its runtime), which tells the calls after it and forgets it.
+pub(crate) struct CallEntry {
+    registry: Arc<NodeCalls>,
     name: Arc<str>,
-    pending: watch::Sender<PendingNodes>,
+    id: u64,
+    ended: watch::Sender<bool>,
 }
 
-impl Stragglers {
-    /// Registers a batch of requests for `name` and `owner` still running on `nodes`, each of
-    /// which ends by `deadline` (its timeout) when polled.
+impl NodeCalls {
+    /// Registers a call of `owner` on `name` to `node`, issued now, and returns the earlier
+    /// calls there it must wait for (`None` when there are none) with its own entry. One lock
+    /// of the registry for both, so no call issued later can come between.
     pub(crate) fn start(
         self: &Arc<Self>,
-        name: Arc<str>,
-        owner: Arc<str>,
-        nodes: PendingNodes,
-        deadline: Instant,
-    ) -> Batch {
-        let (pending, receiver) = watch::channel(nodes);
-        self.batches.fetch_add(1, Ordering::AcqRel);
-        self.lock()
-            .entry(Arc::clone(&name))
-            .or_default()
-            .push(Waitable {
-                owner,
-                pending: receiver,
-                deadline,
-            });
-        Batch {
+        name: &Arc<str>,
+        owner: &Arc<str>,
+        node: usize,
+    ) -> (Option<LateRequests>, CallEntry) {
+        let (ended, receiver) = watch::channel(false);
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut map = self.lock();
+        let running = map.entry(Arc::clone(name)).or_default();
+        let earlier = late_among(running, owner, node);
+        running.push(Running {
+            id,
+            owner: Arc::clone(owner),
+            node,
+            ended: receiver,
+        });
+        self.count.fetch_add(1, Ordering::AcqRel);
+        drop(map);
+        let entry = CallEntry {
             registry: Arc::clone(self),
-            name,
-            pending,
-        }
+            name: Arc::clone(name),
+            id,
+            ended,
+        };
+        (
+            (!earlier.is_empty()).then_some(LateRequests { calls: earlier }),
+            entry,
+        )
     }
 
-    /// Whether any batch is running at all: one atomic load, so the common case (every node
-    /// answered before the attempt was decided) costs no lock.
+    /// Whether any call is running at all: one atomic load, so the common case costs no lock.
     pub(crate) fn any(&self) -> bool {
-        self.batches.load(Ordering::Acquire) > 0
+        self.count.load(Ordering::Acquire) > 0
     }
 
-    /// What a step on `node` for these `(name, owner)` locks has to wait for: the batches
-    /// registered so far that still have a request running there. `None` when there are none.
-    /// One lock of the registry for the whole list (a renewal batch can hold thousands).
+    /// What a step on `node` for these `(name, owner)` locks that is not itself registered (a
+    /// renewal) has to wait for: the calls registered so far still running there. `None` when
+    /// there are none. One lock of the registry for the whole list (a renewal batch can hold
+    /// thousands).
     pub(crate) fn late<'a>(
         &self,
         locks: impl IntoIterator<Item = (&'a str, &'a str)>,
@@ -113,55 +130,48 @@ impl Stragglers {
             return None;
         }
         let map = self.lock();
-        let mut batches = Vec::new();
+        let mut calls = Vec::new();
         for (name, owner) in locks {
-            let Some(running) = map.get(name) else {
-                continue;
-            };
-            batches.extend(
-                running
-                    .iter()
-                    .filter(|batch| {
-                        &*batch.owner == owner && batch.pending.borrow().contains(&node)
-                    })
-                    .map(|batch| (batch.pending.clone(), batch.deadline)),
-            );
+            if let Some(running) = map.get(name) {
+                calls.extend(late_among(running, owner, node));
+            }
         }
-        (!batches.is_empty()).then_some(LateRequests { node, batches })
+        (!calls.is_empty()).then_some(LateRequests { calls })
     }
 
-    /// How many lock names still have requests running (tests).
+    /// How many lock names still have calls running (tests).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Running> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ByName> {
         // The map stays consistent across a panic (every change is one call), so a poisoned
         // lock is still usable.
         self.running.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-impl Batch {
-    /// `node` answered (or timed out): steps waiting for it may go on.
-    pub(crate) fn answered(&self, node: usize) {
-        self.pending
-            .send_modify(|pending| pending.retain(|&n| n != node));
-    }
+/// The calls of `owner` on `node` among `running` that have not ended.
+fn late_among(running: &[Running], owner: &str, node: usize) -> Vec<watch::Receiver<bool>> {
+    running
+        .iter()
+        .filter(|call| call.node == node && &*call.owner == owner && !*call.ended.borrow())
+        .map(|call| call.ended.clone())
+        .collect()
 }
 
-impl Drop for Batch {
+impl Drop for CallEntry {
     fn drop(&mut self) {
-        self.pending.send_replace(Vec::new());
+        self.ended.send_replace(true);
         let mut map = self.registry.lock();
-        if let Some(batches) = map.get_mut(&self.name) {
-            batches.retain(|batch| !batch.pending.borrow().is_empty());
-            if batches.is_empty() {
+        if let Some(running) = map.get_mut(&self.name) {
+            running.retain(|call| call.id != self.id);
+            if running.is_empty() {
                 map.remove(&self.name);
             }
         }
         drop(map);
-        self.registry.batches.fetch_sub(1, Ordering::AcqRel);
+        self.registry.count.fetch_sub(1, Ordering::AcqRel);
     }
 }
