@@ -92,8 +92,9 @@ pub enum ReleaseOutcome {
     /// The owner field did not hold the lock (never taken, released twice, expired or
     /// force-released). No hold was given back and no other holder's hold was touched.
     NotHeld,
-    /// Composites only: enough nodes gave the hold back for the lock to be free, but some nodes
-    /// could not be reached (errors or timeouts). A guard's release is then followed by
+    /// Composites only: enough nodes gave the hold back (for the lock to be free, or, for a
+    /// reentrant release, for the remaining count to stand), but some nodes could not be
+    /// reached (errors or timeouts). A guard's release is then followed by
     /// [`LockBackend::abandon`] down to the holds the owner still counts, which gives back
     /// what is left on those nodes once they answer (or leaves a debt for the owner's next
     /// call on the name); what is left otherwise expires with its lease.
@@ -463,8 +464,9 @@ pub trait LockBackend: Send + Sync + 'static {
     /// - [`ReleaseOutcome::StillHeld`]: holds of `owner_field` remain (reentrancy).
     /// - [`ReleaseOutcome::NotHeld`]: `owner_field` held nothing (never took it, gave it back
     ///   already, its lease ran out, or it was force-released); no other holder's hold was
-    ///   touched. (A composite answers it when too few nodes still had the hold, after giving
-    ///   back what was left of it on the others.) A spurious release notification is allowed:
+    ///   touched. (A composite answers it when too few nodes still had the hold and every node
+    ///   answered, after giving back what was left of it on the others; with a node failed it
+    ///   answers [`crate::Error::Quorum`] instead.) A spurious release notification is allowed:
     ///   waiters only look again. For the caller it means its critical section may have
     ///   overlapped another holder's.
     /// - [`ReleaseOutcome::PartlyReleased`]: composites only, see there; the Locker reports it

@@ -405,7 +405,10 @@ impl Error {
 
     /// Whether the outcome of the call on the server is unknown (it may have been applied).
     ///
-    /// A [`Error::Quorum`] is not: the composite has already undone what it may have applied.
+    /// A [`Error::Quorum`] is not: the composite has already undone what it may have applied,
+    /// or is still undoing it on nodes that did not grant it (their undo is ordered behind
+    /// the owner's earlier calls there, and its next call on the name waits for it). A
+    /// composite whose undo on a node that granted has not ended answers `ConnectionLost`.
     #[must_use]
     pub fn is_ambiguous(&self) -> bool {
         matches!(self, Error::Timeout { .. } | Error::ConnectionLost(_))
