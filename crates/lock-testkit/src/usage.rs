@@ -35,13 +35,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lock_core::{Error, LockBackend, LockGuard, LockOptions, Locker, ReleaseOutcome};
+use lock_core::{
+    Error, LockBackend, LockGuard, LockOptions, Locker, ReadWriteBackend, ReleaseOutcome, RwLocker,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 
 use crate::fault_loop::FaultLoop;
 use crate::history::{CheckOptions, History, Hold, Report, WriteStatus, check};
+use crate::sharing::{Claim, SharedHold, SharingReport, check_sharing};
 
 /// How one usage battery runs.
 #[derive(Clone, Debug)]
@@ -62,6 +65,10 @@ pub struct UsagePlan {
     pub free_bound: Duration,
     /// With a fault loop, the run goes on past `acquisitions` until this many faults started.
     pub min_faults: usize,
+    /// [`run_usage_rw`]: how long a writer pauses between two of its actions, drawn from this
+    /// range, so that readers find moments without a writer waiting (a writer-preferring lock
+    /// holds new readers back while one does).
+    pub writer_pause: (Duration, Duration),
 }
 
 impl UsagePlan {
@@ -84,6 +91,7 @@ impl UsagePlan {
             hold: (Duration::from_millis(1), Duration::from_millis(4)),
             free_bound: Duration::from_secs(2),
             min_faults: 20,
+            writer_pause: (Duration::from_millis(10), Duration::from_millis(40)),
         }
     }
 
@@ -118,12 +126,19 @@ const ACTIONS: [&str; 8] = [
 pub struct UsageReport {
     /// The plan's seed.
     pub seed: u64,
-    /// The history checker's verdict.
+    /// The history checker's verdict (over the exclusive holds).
     pub history: Report,
+    /// With readers ([`run_usage_rw`]): the sharing checker's verdict over every outer hold
+    /// (readers together, writers alone).
+    pub sharing: Option<SharingReport>,
     /// Hold counts and release answers that differ from the model, with what was expected.
     pub mismatches: Vec<String>,
-    /// Waits that ended without the lock.
+    /// Waits that ended without the lock (of a lock, or of a writer).
     pub not_acquired: usize,
+    /// Readers' waits that ended without the lock: not a failure, since readers wait as long
+    /// as writers keep waiting on a writer-preferring lock, and in this battery writers lock
+    /// again at once.
+    pub readers_not_acquired: usize,
     /// Calls that failed with another error (a fault the retries did not ride through).
     pub errors: usize,
     /// The longest time the lock was free while someone waited for it.
@@ -141,6 +156,9 @@ impl UsageReport {
         let mut problems = Vec::new();
         if !self.history.is_clean() {
             problems.push(format!("exclusion: {}", self.history));
+        }
+        if let Some(sharing) = self.sharing.as_ref().filter(|sharing| !sharing.is_clean()) {
+            problems.push(format!("sharing: {sharing}"));
         }
         problems.extend(self.mismatches.iter().take(10).cloned());
         if self.mismatches.len() > 10 {
@@ -170,13 +188,15 @@ impl std::fmt::Display for UsageReport {
         write!(
             f,
             "seed {}: {} holds, {} overlaps, {} lost updates, {} model mismatches, {} waits \
-             without the lock, {} errors, free while waited at most {:?}; actions {:?}",
+             without the lock (and {} of readers), {} errors, free while waited at most {:?}; \
+             actions {:?}",
             self.seed,
             self.history.acquisitions,
             self.history.overlaps,
             self.history.lost_updates,
             self.mismatches.len(),
             self.not_acquired,
+            self.readers_not_acquired,
             self.errors,
             self.longest_free_while_waited,
             self.actions,
@@ -210,11 +230,14 @@ struct Shared {
     plan: UsagePlan,
     name: String,
     history: History,
+    /// Every outer hold with its claim, for the sharing checker.
+    shared_holds: Mutex<Vec<SharedHold>>,
     counter: Counter,
     /// Holds recorded so far, toward `plan.acquisitions`.
     recorded: AtomicUsize,
     mismatches: Mutex<Vec<String>>,
     not_acquired: AtomicUsize,
+    readers_not_acquired: AtomicUsize,
     errors: AtomicUsize,
     /// Every wait: when it began and ended.
     waits: Mutex<Vec<(Instant, Instant)>>,
@@ -222,11 +245,72 @@ struct Shared {
 }
 
 impl Shared {
+    fn new(plan: &UsagePlan, name: &str) -> Arc<Self> {
+        Arc::new(Shared {
+            plan: plan.clone(),
+            name: name.to_owned(),
+            history: History::new(),
+            shared_holds: Mutex::new(Vec::new()),
+            counter: Counter::default(),
+            recorded: AtomicUsize::new(0),
+            mismatches: Mutex::new(Vec::new()),
+            not_acquired: AtomicUsize::new(0),
+            readers_not_acquired: AtomicUsize::new(0),
+            errors: AtomicUsize::new(0),
+            waits: Mutex::new(Vec::new()),
+            actions: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// Records one hold ending now: `span` is when it began, how long its acquire waited and
+    /// when it wrote (if it did). Exclusive holds go to the history checker; outer holds
+    /// (a re-entry nests in its owner's outer hold, which stands for both) to the sharing
+    /// checker.
+    fn record<B: LockBackend>(
+        &self,
+        worker: usize,
+        claim: Claim,
+        guard: &LockGuard<B>,
+        (acquired_at, waited, written_at): (Instant, Duration, Option<Instant>),
+    ) {
+        let released_at = Instant::now().min(guard.valid_until());
+        if claim == Claim::Exclusive {
+            let mut hold = Hold::new(worker, guard.owner_field(), None, acquired_at, released_at)
+                .with_waited(waited)
+                .with_lost_signal(guard.is_lost());
+            if let Some(at) = written_at {
+                hold = hold.with_write(WriteStatus::Accepted, Some(at));
+            }
+            self.history.record(hold);
+        }
+        if guard.hold_count() == 1 {
+            self.shared_holds
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(SharedHold {
+                    holder: worker,
+                    claim,
+                    from: acquired_at,
+                    to: released_at,
+                });
+        }
+        self.recorded.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn mismatch(&self, what: String) {
         self.mismatches
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(format!("seed {}: {what}", self.plan.seed));
+    }
+
+    /// Counts a wait that ended without the lock, by its claim.
+    fn not_acquired(&self, claim: Claim) {
+        let count = match claim {
+            Claim::Exclusive => &self.not_acquired,
+            Claim::Shared(_) => &self.readers_not_acquired,
+        };
+        count.fetch_add(1, Ordering::Relaxed);
     }
 
     fn done(&self, faults_started: Option<&AtomicUsize>) -> bool {
@@ -241,6 +325,7 @@ impl Shared {
 struct Recorded<'a, B: LockBackend> {
     shared: &'a Shared,
     worker: usize,
+    claim: Claim,
     guard: Option<LockGuard<B>>,
     acquired_at: Instant,
     waited: Duration,
@@ -248,10 +333,17 @@ struct Recorded<'a, B: LockBackend> {
 }
 
 impl<'a, B: LockBackend> Recorded<'a, B> {
-    fn new(shared: &'a Shared, worker: usize, guard: LockGuard<B>, waited: Duration) -> Self {
+    fn new(
+        shared: &'a Shared,
+        worker: usize,
+        claim: Claim,
+        guard: LockGuard<B>,
+        waited: Duration,
+    ) -> Self {
         Recorded {
             shared,
             worker,
+            claim,
             guard: Some(guard),
             acquired_at: Instant::now(),
             waited,
@@ -263,11 +355,13 @@ impl<'a, B: LockBackend> Recorded<'a, B> {
         self.guard.as_ref().expect("held until released or dropped")
     }
 
-    /// The work: one increment of the counter.
+    /// The work: one increment of the counter (a reader only waits).
     async fn work(&mut self, rng: &mut StdRng) {
         let (low, high) = self.shared.plan.hold;
         let pause = rng.random_range(low..=high);
-        self.written_at = Some(self.shared.counter.increment().await);
+        if self.claim == Claim::Exclusive {
+            self.written_at = Some(self.shared.counter.increment().await);
+        }
         tokio::time::sleep(pause).await;
     }
 
@@ -279,20 +373,8 @@ impl<'a, B: LockBackend> Recorded<'a, B> {
     }
 
     fn record(&self, guard: &LockGuard<B>) {
-        let mut hold = Hold::new(
-            self.worker,
-            guard.owner_field(),
-            None,
-            self.acquired_at,
-            Instant::now().min(guard.valid_until()),
-        )
-        .with_waited(self.waited)
-        .with_lost_signal(guard.is_lost());
-        if let Some(at) = self.written_at {
-            hold = hold.with_write(WriteStatus::Accepted, Some(at));
-        }
-        self.shared.history.record(hold);
-        self.shared.recorded.fetch_add(1, Ordering::Relaxed);
+        let span = (self.acquired_at, self.waited, self.written_at);
+        self.shared.record(self.worker, self.claim, guard, span);
     }
 }
 
@@ -309,6 +391,8 @@ struct Task<'a, B: LockBackend> {
     shared: &'a Shared,
     locker: Locker<B>,
     worker: usize,
+    /// Exclusive for a lock or a writer, shared for a reader.
+    claim: Claim,
     rng: StdRng,
 }
 
@@ -326,7 +410,7 @@ impl<'a, B: LockBackend> Task<'a, B> {
         match result {
             Ok(guard) => Some((guard, now - asked)),
             Err(Error::NotAcquired { .. }) => {
-                self.shared.not_acquired.fetch_add(1, Ordering::Relaxed);
+                self.shared.not_acquired(self.claim);
                 None
             }
             // The answer a lock that is not reentrant gives its holder, before any I/O.
@@ -383,18 +467,19 @@ impl<'a, B: LockBackend> Task<'a, B> {
             .or_default() += 1;
         let shared = self.shared;
         let worker = self.worker;
+        let claim = self.claim;
         match action {
             "scope" => {
                 if let Some((guard, waited)) = self.lock(&options).await {
                     self.expect_count(action, &guard, None);
-                    let mut held = Recorded::new(shared, worker, guard, waited);
+                    let mut held = Recorded::new(shared, worker, self.claim, guard, waited);
                     held.work(&mut self.rng).await;
                 } // dropped here
             }
             "release" => {
                 if let Some((guard, waited)) = self.lock(&options).await {
                     self.expect_count(action, &guard, None);
-                    let mut held = Recorded::new(shared, worker, guard, waited);
+                    let mut held = Recorded::new(shared, worker, self.claim, guard, waited);
                     held.work(&mut self.rng).await;
                     self.release(action, held, ReleaseOutcome::Released).await;
                 }
@@ -404,11 +489,11 @@ impl<'a, B: LockBackend> Task<'a, B> {
                     return;
                 };
                 self.expect_count(action, &outer, None);
-                let mut outer = Recorded::new(shared, worker, outer, waited);
+                let mut outer = Recorded::new(shared, worker, self.claim, outer, waited);
                 outer.work(&mut self.rng).await;
                 if let Some((inner, waited)) = self.lock(&options).await {
                     self.expect_count(action, &inner, Some(outer.guard()));
-                    let mut inner = Recorded::new(shared, worker, inner, waited);
+                    let mut inner = Recorded::new(shared, worker, self.claim, inner, waited);
                     inner.work(&mut self.rng).await;
                     if self.rng.random_bool(0.5) {
                         drop(inner);
@@ -441,21 +526,14 @@ impl<'a, B: LockBackend> Task<'a, B> {
                                 guard.hold_count()
                             ));
                         }
-                        let written_at = shared.counter.increment().await;
+                        let written_at = match claim {
+                            Claim::Exclusive => Some(shared.counter.increment().await),
+                            Claim::Shared(_) => None,
+                        };
                         let (low, high) = shared.plan.hold;
                         tokio::time::sleep(rng.random_range(low..=high)).await;
-                        let hold = Hold::new(
-                            worker,
-                            guard.owner_field(),
-                            None,
-                            acquired_at,
-                            Instant::now().min(guard.valid_until()),
-                        )
-                        .with_waited(acquired_at - asked)
-                        .with_write(WriteStatus::Accepted, Some(written_at))
-                        .with_lost_signal(guard.is_lost());
-                        shared.history.record(hold);
-                        shared.recorded.fetch_add(1, Ordering::Relaxed);
+                        let span = (acquired_at, acquired_at - asked, written_at);
+                        shared.record(worker, claim, guard, span);
                     })
                     .await;
                 match result {
@@ -466,7 +544,7 @@ impl<'a, B: LockBackend> Task<'a, B> {
                             .lock()
                             .unwrap_or_else(PoisonError::into_inner)
                             .push((asked, Instant::now()));
-                        shared.not_acquired.fetch_add(1, Ordering::Relaxed);
+                        shared.not_acquired(claim);
                     }
                     Err(_) => {
                         shared.errors.fetch_add(1, Ordering::Relaxed);
@@ -480,7 +558,7 @@ impl<'a, B: LockBackend> Task<'a, B> {
                 match tokio::time::timeout(budget, lock).await {
                     Ok(Ok(guard)) => {
                         self.expect_count(action, &guard, None);
-                        let mut held = Recorded::new(shared, worker, guard, asked.elapsed());
+                        let mut held = Recorded::new(shared, worker, claim, guard, asked.elapsed());
                         held.work(&mut self.rng).await;
                     }
                     Ok(Err(_)) => {
@@ -497,7 +575,7 @@ impl<'a, B: LockBackend> Task<'a, B> {
                     let asked = Instant::now();
                     let guard = locker.lock_with(&shared.name, &options).await.ok()?;
                     let counted = guard.hold_count();
-                    let mut held = Recorded::new(shared, worker, guard, asked.elapsed());
+                    let mut held = Recorded::new(shared, worker, claim, guard, asked.elapsed());
                     held.work(&mut rng).await;
                     Some(counted)
                 };
@@ -515,7 +593,8 @@ impl<'a, B: LockBackend> Task<'a, B> {
                 match self.locker.lock_with(&shared.name, &once).await {
                     Ok(guard) => {
                         self.expect_count(action, &guard, None);
-                        let mut held = Recorded::new(shared, worker, guard, Duration::ZERO);
+                        let mut held =
+                            Recorded::new(shared, worker, self.claim, guard, Duration::ZERO);
                         held.work(&mut self.rng).await;
                     }
                     Err(Error::NotAcquired { .. }) => {}
@@ -528,7 +607,7 @@ impl<'a, B: LockBackend> Task<'a, B> {
                 for _ in 0..2 {
                     if let Some((guard, waited)) = self.lock(&options).await {
                         self.expect_count(action, &guard, None);
-                        let mut held = Recorded::new(shared, worker, guard, waited);
+                        let mut held = Recorded::new(shared, worker, self.claim, guard, waited);
                         held.work(&mut self.rng).await;
                     } // dropped here, and locked again at once
                 }
@@ -553,46 +632,113 @@ pub async fn run_usage<B: LockBackend>(
     clients: &[Locker<B>],
     faults: Option<&FaultLoop>,
 ) -> UsageReport {
-    let shared = Arc::new(Shared {
-        plan: plan.clone(),
-        name: name.to_owned(),
-        history: History::new(),
-        counter: Counter::default(),
-        recorded: AtomicUsize::new(0),
-        mismatches: Mutex::new(Vec::new()),
-        not_acquired: AtomicUsize::new(0),
-        errors: AtomicUsize::new(0),
-        waits: Mutex::new(Vec::new()),
-        actions: Mutex::new(BTreeMap::new()),
-    });
-    // The tasks are spawned (several run at once on a multi-thread runtime); each looks at how
-    // many faults started through a shared count.
-    let faults_started = faults.map(FaultLoop::started_count);
+    let shared = Shared::new(plan, name);
     let mut tasks = Vec::new();
     for (client, locker) in clients.iter().enumerate() {
         for task in 0..plan.tasks_per_client {
             let worker = client * plan.tasks_per_client + task;
-            let (shared, locker) = (shared.clone(), locker.clone());
-            let faults_started = faults_started.clone();
-            let seed = plan.seed ^ (worker as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            tasks.push(tokio::spawn(async move {
-                let mut task = Task {
-                    shared: &shared,
-                    locker,
-                    worker,
-                    rng: StdRng::seed_from_u64(seed),
-                };
-                while !task.shared.done(faults_started.as_deref()) {
-                    task.run_one().await;
-                }
-            }));
+            tasks.push(spawn_task(
+                &shared,
+                locker,
+                worker,
+                Claim::Exclusive,
+                None,
+                faults,
+            ));
         }
     }
+    finish(shared, tasks, false).await
+}
+
+/// As [`run_usage`], on read-write locks: of each client's tasks, the first writes and the
+/// others read (each task always on its side, so nobody upgrades; writers pause for
+/// [`UsagePlan::writer_pause`] between actions), and the report carries the sharing
+/// checker's verdict (readers together, writers alone) besides the history checker's over the
+/// writes.
+///
+/// # Panics
+///
+/// When a task panics.
+pub async fn run_usage_rw<B: ReadWriteBackend>(
+    plan: &UsagePlan,
+    name: &str,
+    clients: &[RwLocker<B>],
+    faults: Option<&FaultLoop>,
+) -> UsageReport {
+    let shared = Shared::new(plan, name);
+    let mut tasks = Vec::new();
+    for (client, locker) in clients.iter().enumerate() {
+        for task in 0..plan.tasks_per_client {
+            let worker = client * plan.tasks_per_client + task;
+            let pause = Some(plan.writer_pause);
+            tasks.push(if task == 0 {
+                spawn_task(
+                    &shared,
+                    locker.writes(),
+                    worker,
+                    Claim::Exclusive,
+                    pause,
+                    faults,
+                )
+            } else {
+                spawn_task(
+                    &shared,
+                    locker.reads(),
+                    worker,
+                    Claim::Shared(1),
+                    None,
+                    faults,
+                )
+            });
+        }
+    }
+    finish(shared, tasks, true).await
+}
+
+/// Starts one task of the battery on `locker`, pausing for a time drawn from `pause` (if any)
+/// between two actions.
+fn spawn_task<B: LockBackend>(
+    shared: &Arc<Shared>,
+    locker: &Locker<B>,
+    worker: usize,
+    claim: Claim,
+    pause: Option<(Duration, Duration)>,
+    faults: Option<&FaultLoop>,
+) -> tokio::task::JoinHandle<()> {
+    let (shared, locker) = (shared.clone(), locker.clone());
+    // The tasks look at how many faults started through a shared count (they outlive a borrow
+    // of the loop).
+    let faults_started = faults.map(FaultLoop::started_count);
+    let seed = shared.plan.seed ^ (worker as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    tokio::spawn(async move {
+        let mut task = Task {
+            shared: &shared,
+            locker,
+            worker,
+            claim,
+            rng: StdRng::seed_from_u64(seed),
+        };
+        while !task.shared.done(faults_started.as_deref()) {
+            task.run_one().await;
+            if let Some((low, high)) = pause {
+                tokio::time::sleep(task.rng.random_range(low..=high)).await;
+            }
+        }
+    })
+}
+
+/// Waits for the tasks and checks what they recorded.
+async fn finish(
+    shared: Arc<Shared>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    with_sharing: bool,
+) -> UsageReport {
     for task in tasks {
         task.await.expect("a usage task panicked");
     }
     // Background releases of the last dropped guards land within a moment.
     tokio::time::sleep(Duration::from_millis(50)).await;
+    let plan = &shared.plan;
     let holds = shared.history.holds();
     let history = check(
         &holds,
@@ -600,6 +746,11 @@ pub async fn run_usage<B: LockBackend>(
         0,
         &CheckOptions::new().timeline_name(format!("usage-{}", plan.seed)),
     );
+    let shared_holds = shared
+        .shared_holds
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
     let waits = shared
         .waits
         .lock()
@@ -609,10 +760,12 @@ pub async fn run_usage<B: LockBackend>(
     UsageReport {
         seed: plan.seed,
         history,
+        sharing: with_sharing.then(|| check_sharing(&shared_holds, u32::MAX)),
         mismatches: take(&shared.mismatches),
         not_acquired: shared.not_acquired.load(Ordering::Relaxed),
+        readers_not_acquired: shared.readers_not_acquired.load(Ordering::Relaxed),
         errors: shared.errors.load(Ordering::Relaxed),
-        longest_free_while_waited: longest_free_while_waited(&holds, &waits),
+        longest_free_while_waited: longest_free_while_waited(&shared_holds, &waits),
         free_bound: plan.free_bound,
         actions: shared
             .actions
@@ -629,13 +782,13 @@ fn same_release(got: ReleaseOutcome, expected: ReleaseOutcome) -> bool {
     matches!(got, ReleaseOutcome::PartlyReleased { .. }) || got == expected
 }
 
-/// The longest stretch inside any wait during which no hold was recorded: the lock was free
-/// (as far as the holders' side sees it) while someone waited.
-fn longest_free_while_waited(holds: &[Hold], waits: &[(Instant, Instant)]) -> Duration {
+/// The longest stretch inside any wait during which no hold was out (as far as the holders'
+/// side sees it): the lock was free while someone waited.
+fn longest_free_while_waited(holds: &[SharedHold], waits: &[(Instant, Instant)]) -> Duration {
     // The union of the hold intervals, sorted.
     let mut spans: Vec<(Instant, Instant)> = holds
         .iter()
-        .map(|hold| (hold.acquired_at, hold.released_at.max(hold.acquired_at)))
+        .map(|hold| (hold.from, hold.to.max(hold.from)))
         .collect();
     spans.sort();
     let mut busy: Vec<(Instant, Instant)> = Vec::new();
@@ -675,7 +828,12 @@ mod tests {
     fn free_stretches_are_measured_inside_waits_only() {
         let t0 = Instant::now();
         let ms = |n| t0 + Duration::from_millis(n);
-        let hold = |from, to| Hold::new(0, "a", None, ms(from), ms(to));
+        let hold = |from, to| SharedHold {
+            holder: 0,
+            claim: Claim::Exclusive,
+            from: ms(from),
+            to: ms(to),
+        };
         let holds = [hold(0, 10), hold(12, 20), hold(50, 60)];
         // A wait from 5 to 50: free from 20 to 50.
         assert_eq!(
