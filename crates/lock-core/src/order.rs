@@ -22,7 +22,7 @@ use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Poll, Waker};
 use std::time::Duration;
@@ -44,17 +44,29 @@ impl Side {
     pub const SECOND: Side = Side(1);
 }
 
+/// Idle lanes (nothing in line, held or owed) are kept, so a name locked over and over does
+/// not make its lane anew each time; once the map has grown to this many lanes (or to twice
+/// what the last sweep left), making a new lane first drops the idle ones.
+const KEEP_LANES: usize = 1024;
+
 /// The lines of one locker (and its clones; both sides of a read-write lock).
 pub(crate) struct OrderBook {
-    lanes: Mutex<HashMap<Arc<LaneKey>, Lane>>,
-    /// How many lanes carry a debt: while none does, creating a lane skips the sweep of lapsed
-    /// debts.
+    lanes: Mutex<Lanes>,
+    /// How many lanes carry a debt: while none does, a sweep skips the lapsed-debt check.
     indebted: AtomicUsize,
 }
 
+/// The lanes by (name, owner field), and when to sweep the idle ones.
+struct Lanes {
+    map: HashMap<Arc<LaneKey>, Lane>,
+    /// Sweep before making a lane once the map holds this many.
+    sweep_at: usize,
+}
+
 /// The line and tallies of one (name, owner field).
-#[derive(Default)]
 struct Lane {
+    /// The lane's own key, handed to each place (one lookup per entry).
+    key: Arc<LaneKey>,
     /// The places taken and not yet given up, in the order they were taken; the front one's
     /// call is the one that may run.
     line: VecDeque<Waiting>,
@@ -68,7 +80,7 @@ struct Waiting {
 }
 
 impl Lane {
-    /// Nothing in line, nothing held, nothing owed: the lane can go.
+    /// Nothing in line, nothing held, nothing owed: the lane can go at the next sweep.
     fn idle(&self) -> bool {
         self.line.is_empty() && self.tallies.iter().all(Tally::is_empty)
     }
@@ -213,12 +225,15 @@ impl<'a> Borrow<dyn NameAndField + 'a> for Arc<LaneKey> {
 impl OrderBook {
     pub fn new() -> Arc<Self> {
         Arc::new(OrderBook {
-            lanes: Mutex::new(HashMap::new()),
+            lanes: Mutex::new(Lanes {
+                map: HashMap::new(),
+                sweep_at: KEEP_LANES,
+            }),
             indebted: AtomicUsize::new(0),
         })
     }
 
-    fn lanes(&self) -> MutexGuard<'_, HashMap<Arc<LaneKey>, Lane>> {
+    fn lanes(&self) -> MutexGuard<'_, Lanes> {
         self.lanes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -235,26 +250,34 @@ impl OrderBook {
     ) -> Place {
         let mut lanes = self.lanes();
         let borrowed = (name, field);
-        let key = match lanes.get_key_value(&borrowed as &dyn NameAndField) {
-            Some((key, _)) => key.clone(),
-            None => {
-                if self.indebted.load(Ordering::Relaxed) > 0 {
-                    self.sweep_lapsed_debts(&mut lanes);
-                }
-                let mut text = String::with_capacity(name.len() + field.len());
-                text.push_str(name);
-                text.push_str(field);
-                let key = Arc::new(LaneKey {
-                    text: text.into_boxed_str(),
-                    name_len: name.len(),
-                });
-                lanes.insert(key.clone(), Lane::default());
-                key
+        if !lanes.map.contains_key(&borrowed as &dyn NameAndField) {
+            if lanes.map.len() >= lanes.sweep_at {
+                self.sweep(&mut lanes.map);
+                lanes.sweep_at = KEEP_LANES.max(lanes.map.len() * 2);
             }
-        };
-        let lane = lanes.get_mut(&key).expect("just found or made");
+            let mut text = String::with_capacity(name.len() + field.len());
+            text.push_str(name);
+            text.push_str(field);
+            let key = Arc::new(LaneKey {
+                text: text.into_boxed_str(),
+                name_len: name.len(),
+            });
+            let lane = Lane {
+                key: key.clone(),
+                line: VecDeque::new(),
+                next_ticket: 0,
+                tallies: [Tally::default(); SIDES],
+            };
+            lanes.map.insert(key, lane);
+        }
+        let lane = lanes
+            .map
+            .get_mut(&borrowed as &dyn NameAndField)
+            .expect("just found or made");
         let ticket = lane.next_ticket;
         lane.next_ticket += 1;
+        // First in line: its turn has come, and `turn` need not look.
+        let front = lane.line.is_empty();
         lane.line.push_back(Waiting {
             ticket,
             waker: None,
@@ -262,9 +285,11 @@ impl OrderBook {
         on_entry(&mut lane.tallies[side.0]);
         Place {
             book: self.clone(),
-            key,
+            key: lane.key.clone(),
             ticket,
             side,
+            front: AtomicBool::new(front),
+            left: false,
         }
     }
 
@@ -276,21 +301,23 @@ impl OrderBook {
     /// The guards of `field` on `name` alive on `side` in this process.
     pub fn live(&self, name: &str, field: &str, side: Side) -> u32 {
         self.lanes()
+            .map
             .get(&(name, field) as &dyn NameAndField)
             .map_or(0, |lane| lane.tallies[side.0].live)
     }
 
-    /// Drops the lanes that only kept a debt whose unseen grant has expired on the store.
-    fn sweep_lapsed_debts(&self, lanes: &mut HashMap<Arc<LaneKey>, Lane>) {
+    /// Drops the idle lanes, after dropping the debts whose unseen grant has expired on the
+    /// store.
+    fn sweep(&self, lanes: &mut HashMap<Arc<LaneKey>, Lane>) {
+        let look_at_debts = self.indebted.load(Ordering::Relaxed) > 0;
         lanes.retain(|_, lane| {
-            if !lane.has_debt() {
-                return true;
-            }
-            for tally in &mut lane.tallies {
-                tally.open_debt();
-            }
-            if !lane.has_debt() {
-                self.indebted.fetch_sub(1, Ordering::Relaxed);
+            if look_at_debts && lane.has_debt() {
+                for tally in &mut lane.tallies {
+                    tally.open_debt();
+                }
+                if !lane.has_debt() {
+                    self.indebted.fetch_sub(1, Ordering::Relaxed);
+                }
             }
             !lane.idle()
         });
@@ -299,12 +326,13 @@ impl OrderBook {
     /// Runs `change` on a tally of the lane of `key`, keeping the count of indebted lanes.
     fn change_tally<R>(
         &self,
+        lanes: &mut Lanes,
         key: &Arc<LaneKey>,
         side: Side,
         change: impl FnOnce(&mut Tally) -> R,
     ) -> R {
-        let mut lanes = self.lanes();
         let lane = lanes
+            .map
             .get_mut(key)
             .expect("a lane lives while a place in it does");
         let had_debt = lane.has_debt();
@@ -321,16 +349,22 @@ impl OrderBook {
         result
     }
 
-    /// Whether no lane is left.
+    /// Whether every lane is idle: nothing in line, held or owed.
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
-        self.lanes().is_empty()
+    pub fn is_idle(&self) -> bool {
+        self.lanes().map.values().all(Lane::idle)
     }
 
     /// Whether any lane carries a debt.
     #[cfg(test)]
     pub fn has_debts(&self) -> bool {
-        self.lanes().values().any(Lane::has_debt)
+        self.lanes().map.values().any(Lane::has_debt)
+    }
+
+    /// How many lanes are kept.
+    #[cfg(test)]
+    pub fn lane_count(&self) -> usize {
+        self.lanes().map.len()
     }
 }
 
@@ -345,6 +379,10 @@ pub(crate) struct Place {
     key: Arc<LaneKey>,
     ticket: u64,
     side: Side,
+    /// Known to be at the front of its line (set once it is: a place never moves back).
+    front: AtomicBool,
+    /// Already out of its line ([`Place::leave_with`]).
+    left: bool,
 }
 
 impl std::fmt::Debug for Place {
@@ -374,12 +412,17 @@ impl Place {
     /// Cancel safe: the place stays taken until it is dropped.
     pub fn turn(&self) -> impl Future<Output = ()> + Send + '_ {
         std::future::poll_fn(move |cx| {
+            if self.front.load(Ordering::Acquire) {
+                return Poll::Ready(());
+            }
             let mut lanes = self.book.lanes();
             let lane = lanes
+                .map
                 .get_mut(&self.key)
                 .expect("a lane lives while a place in it does");
             let front = lane.line.front().map(|waiting| waiting.ticket);
             if front == Some(self.ticket) {
+                self.front.store(true, Ordering::Release);
                 return Poll::Ready(());
             }
             if let Some(waiting) = lane.line.iter_mut().find(|w| w.ticket == self.ticket) {
@@ -395,14 +438,23 @@ impl Place {
     /// Reads or changes this side's tally. Meant for the place's turn: only then is `stored`
     /// the store's count.
     pub fn tally<R>(&self, change: impl FnOnce(&mut Tally) -> R) -> R {
-        self.book.change_tally(&self.key, self.side, change)
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
         let mut lanes = self.book.lanes();
-        let Some(lane) = lanes.get_mut(&self.key) else {
+        self.book
+            .change_tally(&mut lanes, &self.key, self.side, change)
+    }
+
+    /// Changes this side's tally and gives the place up, in one step.
+    pub fn leave_with(mut self, change: impl FnOnce(&mut Tally)) {
+        let mut lanes = self.book.lanes();
+        self.book
+            .change_tally(&mut lanes, &self.key, self.side, change);
+        self.leave(&mut lanes);
+        self.left = true;
+    }
+
+    /// Takes the place out of its line, and wakes the next place if this one was in front.
+    fn leave(&self, lanes: &mut Lanes) {
+        let Some(lane) = lanes.map.get_mut(&self.key) else {
             return;
         };
         let Some(at) = lane.line.iter().position(|w| w.ticket == self.ticket) else {
@@ -414,9 +466,16 @@ impl Drop for Place {
         {
             waker.wake();
         }
-        if lane.idle() {
-            lanes.remove(&self.key);
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if self.left {
+            return;
         }
+        let mut lanes = self.book.lanes();
+        self.leave(&mut lanes);
     }
 }
 
@@ -447,7 +506,7 @@ mod tests {
         drop(first);
         waiter.await.unwrap();
         assert!(served.load(Ordering::SeqCst));
-        assert!(book.is_empty(), "an idle lane goes");
+        assert!(book.is_idle());
     }
 
     #[tokio::test]
@@ -460,7 +519,7 @@ mod tests {
         drop(first);
         third.turn().await;
         drop(third);
-        assert!(book.is_empty());
+        assert!(book.is_idle());
     }
 
     #[tokio::test]
@@ -472,14 +531,37 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_lapsed_debt_is_swept_when_another_lane_is_made() {
+    async fn idle_lanes_and_lapsed_debts_are_swept_as_the_lanes_grow() {
         let book = OrderBook::new();
         let place = book.enter("n", "f", Side::FIRST);
         place.tally(|tally| tally.note_debt(Duration::from_millis(100)));
         drop(place);
         assert!(book.has_debts(), "kept past the call");
         tokio::time::sleep(Duration::from_millis(150)).await;
-        drop(book.enter("m", "f", Side::FIRST));
-        assert!(book.is_empty(), "the lapsed debt went with its lane");
+        let held = book.enter("held", "f", Side::FIRST);
+        for n in 0..KEEP_LANES {
+            drop(book.enter(&format!("name {n}"), "f", Side::FIRST));
+        }
+        assert!(!book.has_debts(), "the lapsed debt went with its lane");
+        assert!(
+            book.lane_count() < KEEP_LANES,
+            "idle lanes went: {}",
+            book.lane_count()
+        );
+        held.turn().await;
+        drop(held);
+    }
+
+    #[tokio::test]
+    async fn leaving_with_a_change_lets_the_next_place_through() {
+        let book = OrderBook::new();
+        let first = book.enter("n", "f", Side::FIRST);
+        let second = book.enter("n", "f", Side::FIRST);
+        first.turn().await;
+        first.leave_with(|tally| tally.stored += 1);
+        second.turn().await;
+        assert_eq!(second.tally(|tally| tally.stored), 1);
+        second.leave_with(|tally| tally.stored -= 1);
+        assert!(book.is_idle());
     }
 }

@@ -72,8 +72,11 @@ impl<B: LockBackend> LockerShared<B> {
             .enter(request.name, request.owner_field, self.side);
         place.turn().await;
         let call = Unsettled::new(self.clone(), place, request.lease);
-        request.known_holds = call.place().tally(|tally| tally.stored);
-        if let Err(error) = self.settle_debt(call.place(), request.known_holds).await {
+        let owes = call.place().tally(|tally| {
+            request.known_holds = tally.stored;
+            tally.open_debt().is_some()
+        });
+        if owes && let Err(error) = self.settle_debt(call.place(), request.known_holds).await {
             call.done();
             return Err(error);
         }
@@ -154,8 +157,10 @@ impl<B: LockBackend> LockerShared<B> {
     ) -> Result<ReleaseOutcome> {
         let place = self.order.enter(name, field, self.side);
         place.turn().await;
-        let stored = place.tally(|tally| tally.stored);
-        self.settle_debt(&place, stored).await?;
+        let (stored, owes) = place.tally(|tally| (tally.stored, tally.open_debt().is_some()));
+        if owes {
+            self.settle_debt(&place, stored).await?;
+        }
         let released = self.backend.release(name, field, lease).await;
         if matches!(released, Ok(ref outcome) if outcome.was_held()) {
             place.tally(|tally| tally.give_back(lease));
@@ -172,10 +177,11 @@ impl<B: LockBackend> LockerShared<B> {
         let (name, field, lease) = (hold.name(), hold.field(), hold.lease());
         // From here on the hold counts as given back: the store ends with one hold fewer, by
         // this release, by the cleanup after it, or by a debt the next call settles.
-        let keep = place.tally(|tally| tally.give_back(lease));
+        let (keep, owes) =
+            place.tally(|tally| (tally.give_back(lease), tally.open_debt().is_some()));
         let call = Unsettled::new(self.clone(), place, lease);
         // An earlier debt is settled with this hold still on the store; it goes next.
-        if let Err(error) = self.settle_debt(call.place(), keep + 1).await {
+        if owes && let Err(error) = self.settle_debt(call.place(), keep + 1).await {
             call.done();
             return Err(error);
         }
@@ -191,8 +197,8 @@ impl<B: LockBackend> LockerShared<B> {
         released
     }
 
-    /// Tells the store of an earlier call whose cleanup failed, if there is one: sets the
-    /// owner's count to `keep`.
+    /// Settles an open debt (an earlier call whose cleanup failed): sets the owner's count to
+    /// `keep`. The caller has seen the debt open in its turn (`Tally::open_debt`).
     ///
     /// # Errors
     ///
@@ -200,9 +206,6 @@ impl<B: LockBackend> LockerShared<B> {
     /// bounds it in any case), and the caller must not go on, since an acquire or release on
     /// top of an unknown count would leave (or report) the wrong count.
     async fn settle_debt(&self, place: &Place, keep: u32) -> Result<()> {
-        if place.tally(|tally| tally.open_debt()).is_none() {
-            return Ok(());
-        }
         match self
             .backend
             .abandon(place.name(), place.field(), keep)
@@ -255,11 +258,10 @@ pub(crate) struct PendingGrant<B: LockBackend> {
 impl<B: LockBackend> PendingGrant<B> {
     /// Counts the grant as a hold on the store and a live guard, and gives the place up.
     pub fn count(self) -> Grant {
-        self.claim.place().tally(|tally| {
+        self.claim.done_with(|tally| {
             tally.stored += 1;
             tally.live += 1;
         });
-        self.claim.done();
         self.grant
     }
 }
@@ -293,6 +295,13 @@ impl<B: LockBackend> Unsettled<B> {
     fn done(mut self) {
         drop(self.place.take());
     }
+
+    /// As [`Self::done`], changing the tally in the same step.
+    fn done_with(mut self, change: impl FnOnce(&mut crate::order::Tally)) {
+        if let Some(place) = self.place.take() {
+            place.leave_with(change);
+        }
+    }
 }
 
 impl<B: LockBackend> Drop for Unsettled<B> {
@@ -307,7 +316,8 @@ impl<B: LockBackend> Drop for Unsettled<B> {
         let shared = self.shared.clone();
         runtime.spawn(async move {
             let keep = place.tally(|tally| tally.stored);
-            // On failure the debt stays for the owner's next call; the lease bounds it.
+            // Just noted, so open. On failure it stays for the owner's next call; the lease
+            // bounds it.
             let _ = shared.settle_debt(&place, keep).await;
         });
     }
