@@ -32,6 +32,15 @@ pub struct ServerLeftovers {
     /// `PUBSUB CHANNELS` and `PUBSUB SHARDCHANNELS`: the channels some connection is
     /// subscribed to, sorted.
     pub channels: Vec<String>,
+    /// Those of `channels` that `PUBSUB SHARDCHANNELS` gave (sharded pub/sub), sorted: tells a
+    /// leak of sharded subscriptions from one of plain subscriptions.
+    pub shard_channels: Vec<String>,
+    /// The server's role (`ROLE`: `master`, `slave`, ...), looked up when it holds a
+    /// subscription: a sharded subscription on a replica went there by a path of its own.
+    pub role: Option<String>,
+    /// The `CLIENT LIST` entries of the connections holding subscriptions (when any): which
+    /// connection leaked, how old it is, and how many plain and sharded channels it holds.
+    pub subscribers: Vec<String>,
     /// `PUBSUB NUMPAT`: how many pattern subscriptions exist.
     pub patterns: u64,
     /// Why the server could not be inspected (it counts as not clean).
@@ -63,6 +72,15 @@ impl fmt::Display for ServerLeftovers {
         }
         if !self.channels.is_empty() {
             write!(f, " subscribed channels {:?}", self.channels)?;
+            if !self.shard_channels.is_empty() {
+                write!(f, " (sharded: {:?})", self.shard_channels)?;
+            }
+            if let Some(role) = &self.role {
+                write!(f, " on a {role}")?;
+            }
+            for subscriber in &self.subscribers {
+                write!(f, "\n  held by {subscriber}")?;
+            }
         }
         if self.patterns > 0 {
             write!(f, " {} pattern subscription(s)", self.patterns)?;
@@ -234,8 +252,47 @@ async fn query(url: &str, keys: &[&str], server: &mut ServerLeftovers) -> redis:
         .arg("SHARDCHANNELS")
         .query_async(&mut con)
         .await;
-    server.channels.extend(sharded.unwrap_or_default());
+    server.shard_channels = sharded.unwrap_or_default();
+    server.shard_channels.sort();
+    server
+        .channels
+        .extend(server.shard_channels.iter().cloned());
     server.channels.sort();
+    if !server.channels.is_empty() {
+        let role: redis::RedisResult<Vec<redis::Value>> =
+            redis::cmd("ROLE").query_async(&mut con).await;
+        server.role = role.ok().and_then(|role| match role.first() {
+            Some(redis::Value::BulkString(name)) => Some(String::from_utf8_lossy(name).into()),
+            Some(redis::Value::SimpleString(name)) => Some(name.clone()),
+            _ => None,
+        });
+        let clients: redis::RedisResult<String> =
+            redis::cmd("CLIENT").arg("LIST").query_async(&mut con).await;
+        server.subscribers = clients
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| {
+                line.split(' ').any(|field| {
+                    ["sub=", "ssub="]
+                        .iter()
+                        .any(|kind| field.strip_prefix(kind).is_some_and(|count| count != "0"))
+                })
+            })
+            .map(|line| {
+                // The fields that say which connection and what it holds.
+                line.split(' ')
+                    .filter(|field| {
+                        [
+                            "id=", "addr=", "age=", "flags=", "sub=", "ssub=", "cmd=", "resp=",
+                        ]
+                        .iter()
+                        .any(|name| field.starts_with(name))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+    }
     server.patterns = redis::cmd("PUBSUB")
         .arg("NUMPAT")
         .query_async(&mut con)

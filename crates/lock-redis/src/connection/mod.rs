@@ -11,6 +11,8 @@ pub(crate) mod scan;
 #[cfg(feature = "sentinel")]
 pub(crate) mod sentinel_watch;
 #[cfg(feature = "cluster")]
+pub(crate) mod shards;
+#[cfg(feature = "cluster")]
 pub(crate) mod slot_owners;
 pub(crate) mod source;
 pub(crate) mod standalone;

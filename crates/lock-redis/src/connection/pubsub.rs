@@ -1,9 +1,11 @@
 //! Release notifications over Redis pub/sub.
 //!
-//! One RESP3 connection per backend carries every subscription (redis-rs pushes messages to us and
-//! re-subscribes by itself after a reconnect). Subscribe and unsubscribe requests go through one
-//! task, in order, with a count per channel, so a channel that is dropped and watched again at the
-//! same moment never ends up unsubscribed while someone waits on it. A lost connection wakes every
+//! One RESP3 connection per backend carries every plain subscription (redis-rs pushes messages to
+//! us and re-subscribes by itself after a reconnect); sharded subscriptions on a cluster go over
+//! one connection per primary, which nothing re-subscribes by itself (see `shards`). Subscribe
+//! and unsubscribe requests go through one task, in order, with a count per channel, so a
+//! channel that is dropped and watched again at the same moment never ends up unsubscribed while
+//! someone waits on it. A lost connection wakes every
 //! local waiter to retry, since releases may have been missed meanwhile. Against a server without
 //! RESP3 the backend falls back to polling.
 //!
@@ -36,10 +38,18 @@ enum Command {
     /// an unsubscribe for a subscribe that never took effect is ignored.
     Subscribe(String, u64, oneshot::Sender<Result<bool>>),
     Unsubscribe(String, u64),
-    /// The server dropped this sharded subscription (its slot moved, its primary was
-    /// demoted): subscribe again where the slot lives now, if a topic still wants it.
+    /// Subscribe this sharded channel again where its slot lives now, if a topic still wants
+    /// it: its subscription ended (its node's connection dropped, its slot moved, its primary
+    /// was demoted). The number counts the attempts that failed so far.
     #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
-    Resubscribe(String),
+    Resubscribe(String, u32),
+    /// The sharded listener's connection numbered so to this node dropped.
+    #[cfg(feature = "cluster")]
+    NodeLost(crate::connection::shards::Address, u64),
+    /// This node ended this sharded subscription on the connection numbered so: our own
+    /// SUNSUBSCRIBE confirmed, or the server's doing.
+    #[cfg(feature = "cluster")]
+    ShardDropped(String, crate::connection::shards::Address, u64),
     /// The connection numbered so dropped and must be made anew elsewhere (the primary of a
     /// Sentinel service may have moved): look it up, connect, subscribe every live channel.
     #[cfg_attr(not(feature = "sentinel"), allow(dead_code))]
@@ -98,7 +108,7 @@ impl Connector {
 enum Listener {
     Plain(ConnectionManager),
     #[cfg(feature = "cluster")]
-    Sharded(redis::cluster_async::ClusterConnection),
+    Sharded(Box<crate::connection::shards::Shards>),
 }
 
 impl Listener {
@@ -107,7 +117,7 @@ impl Listener {
             Listener::Plain(manager) => manager.subscribe(channel).await,
             // One channel per call: several sharded channels in one SSUBSCRIBE must share a slot.
             #[cfg(feature = "cluster")]
-            Listener::Sharded(cluster) => cluster.ssubscribe(channel).await,
+            Listener::Sharded(shards) => shards.subscribe(channel).await,
         }
     }
 
@@ -115,11 +125,14 @@ impl Listener {
         match self {
             Listener::Plain(manager) => manager.unsubscribe(channels).await,
             #[cfg(feature = "cluster")]
-            Listener::Sharded(cluster) => {
+            Listener::Sharded(shards) => {
+                let mut failed = Ok(());
                 for channel in channels {
-                    cluster.sunsubscribe(channel).await?;
+                    if let Err(error) = shards.unsubscribe(channel).await {
+                        failed = Err(error);
+                    }
                 }
-                Ok(())
+                failed
             }
         }
     }
@@ -333,18 +346,6 @@ fn on_push(
                 let _ = commands.send(Command::Reconnect(number));
             }
         }
-        PushKind::SUnsubscribe => {
-            // Ours (the channel is no longer wanted: the task ignores it), or the server's (the
-            // slot moved or its primary was demoted): subscribe again where it lives now. Its
-            // waiters look again meanwhile, in case a release fell in the gap.
-            if let Some(Value::BulkString(channel)) = push.data.first()
-                && let Ok(channel) = std::str::from_utf8(channel)
-                && let Some(commands) = commands.upgrade()
-            {
-                let _ = commands.send(Command::Resubscribe(channel.to_owned()));
-                hub.wake_watchers(channel);
-            }
-        }
         PushKind::Subscribe | PushKind::SSubscribe => {
             // A confirmation of the automatic re-subscription after a reconnect: the channel is
             // live again, so its waiters re-check what they may have missed since the drop.
@@ -379,20 +380,22 @@ async fn connect(
         reconnect: connector.follows_primary().then_some(number),
         ..PushState::default()
     };
+    #[cfg(feature = "cluster")]
+    let commands_for_shards = commands.clone();
     let on_push = move |push: PushInfo| {
         on_push(&hub, &state, &commands, &push);
         Ok::<(), redis::aio::SendError>(())
     };
     #[cfg(feature = "cluster")]
     if let Connector::Sharded(nodes, tls) = connector {
-        let client = tls
-            .cluster(redis::cluster::ClusterClientBuilder::new(nodes.clone()))
-            .use_protocol(ProtocolVersion::RESP3)
-            .connection_timeout(timeout)
-            .response_timeout(timeout)
-            .push_sender(on_push)
-            .build()?;
-        return client.get_async_connection().await.map(Listener::Sharded);
+        return crate::connection::shards::Shards::connect(
+            nodes.clone(),
+            tls.clone(),
+            timeout,
+            sharded_push_handler(on_push, commands_for_shards),
+        )
+        .await
+        .map(|shards| Listener::Sharded(Box::new(shards)));
     }
     // One server: the fixed one, or a Sentinel service's primary as found now.
     let client = connector.client().await?;
@@ -404,6 +407,42 @@ async fn connect(
     ConnectionManager::new_with_config(client, config)
         .await
         .map(Listener::Plain)
+}
+
+/// The push handler of the sharded listener's node connections: a dropped connection or an
+/// ended subscription goes to the task (which alone decides where channels are subscribed, and
+/// wakes their waiters once subscribed again), everything else to `on_push`.
+#[cfg(feature = "cluster")]
+fn sharded_push_handler<F>(
+    on_push: F,
+    commands: mpsc::WeakUnboundedSender<Command>,
+) -> crate::connection::shards::PushHandler
+where
+    F: Fn(PushInfo) -> std::result::Result<(), redis::aio::SendError> + Send + Sync + 'static,
+{
+    Arc::new(move |node, number, push| match push.kind {
+        PushKind::Disconnection => {
+            let _ = on_push(push);
+            if let Some(commands) = commands.upgrade() {
+                let _ = commands.send(Command::NodeLost(node.clone(), number));
+            }
+        }
+        PushKind::SUnsubscribe => {
+            if let Some(Value::BulkString(channel)) = push.data.first()
+                && let Ok(channel) = std::str::from_utf8(channel)
+                && let Some(commands) = commands.upgrade()
+            {
+                let _ = commands.send(Command::ShardDropped(
+                    channel.to_owned(),
+                    node.clone(),
+                    number,
+                ));
+            }
+        }
+        _ => {
+            let _ = on_push(push);
+        }
+    })
 }
 
 /// The pause before trying again to reach a Sentinel service's primary for notifications.
@@ -664,23 +703,62 @@ async fn run(
                     }
                 }
             }
-            Command::Resubscribe(channel) => {
+            Command::Resubscribe(channel, failures) => {
                 if !channels.live.contains_key(&channel) {
-                    continue; // no longer wanted (or our own unsubscribe confirmed)
+                    continue; // no longer wanted
                 }
                 if let Some(listener) = connection.as_mut() {
                     match tokio::time::timeout(timeout, listener.subscribe(&channel)).await {
                         // Live again: its waiters look once more, in case a release fell
-                        // between the server dropping the subscription and now.
+                        // between the subscription ending and now.
                         Ok(Ok(())) => hub.wake_watchers(&channel),
-                        // Its waiters keep their timers (capped by the holder's lease).
-                        Ok(Err(error)) => {
-                            tracing::warn!(%error, %channel, "could not subscribe again after the server dropped the subscription");
-                        }
-                        Err(_) => {
-                            tracing::warn!(%channel, "subscribing again after the server dropped the subscription timed out");
+                        // Its waiters keep their timers (capped by the holder's lease) until a
+                        // later attempt succeeds.
+                        failed => {
+                            let error = match failed {
+                                Ok(Err(error)) => error.to_string(),
+                                _ => "timed out".to_owned(),
+                            };
+                            tracing::warn!(%error, %channel, "could not subscribe again after the subscription ended; retried later");
+                            let again = own_commands.clone();
+                            let pause = RECONNECT_PAUSE
+                                .saturating_mul(1 << failures.min(4))
+                                .min(UNSUBSCRIBE_RETRY_MAX);
+                            tokio::spawn(async move {
+                                tokio::time::sleep(pause).await;
+                                if let Some(commands) = again.upgrade() {
+                                    let _ = commands.send(Command::Resubscribe(
+                                        channel,
+                                        failures.saturating_add(1),
+                                    ));
+                                }
+                            });
                         }
                     }
+                }
+            }
+            #[cfg(feature = "cluster")]
+            Command::NodeLost(node, number) => {
+                if let Some(Listener::Sharded(shards)) = connection.as_mut() {
+                    for channel in shards.node_lost(&node, number) {
+                        if channels.live.contains_key(&channel) {
+                            let _ = own_commands
+                                .upgrade()
+                                .map(|commands| commands.send(Command::Resubscribe(channel, 0)));
+                        }
+                    }
+                }
+            }
+            #[cfg(feature = "cluster")]
+            Command::ShardDropped(channel, node, number) => {
+                if let Some(Listener::Sharded(shards)) = connection.as_mut()
+                    && shards.dropped(&channel, &node, number)
+                    && channels.live.contains_key(&channel)
+                {
+                    hub.wake_watchers(&channel);
+                    let _ = own_commands
+                        .upgrade()
+                        .map(|commands| commands.send(Command::Resubscribe(channel, 0)));
                 }
             }
             Command::Unsubscribe(channel, topic) => {
@@ -756,5 +834,131 @@ mod tests {
         assert!(channels.subscribing("c"));
         assert!(channels.leftover.is_empty());
         assert!(!channels.subscribing("c"));
+    }
+}
+
+/// A sharded subscription made while its primary is unreachable must not land on a replica
+/// (where our SUNSUBSCRIBE, sent to the primary, would never undo it).
+#[cfg(all(test, feature = "cluster"))]
+mod sharded_tests {
+    use std::time::Duration;
+
+    use lock_testkit::{RedisCluster, check_nothing_left};
+
+    use super::Notifications;
+    use crate::connection::tls::Tls;
+
+    const CHANNEL: &str = "redisson_lock__channel:{battery:cluster}";
+
+    async fn shard_channels(cluster: &RedisCluster, node: usize) -> Vec<String> {
+        let mut raw = cluster.node(node).connection().await;
+        redis::cmd("PUBSUB")
+            .arg("SHARDCHANNELS")
+            .query_async(&mut raw)
+            .await
+            .expect("PUBSUB SHARDCHANNELS")
+    }
+
+    /// Waits until `CLUSTER SLOTS` lists a replica of `primary`: Redis leaves out replicas that
+    /// have replicated nothing yet, and a client only falls back to replicas it knows of.
+    async fn replica_listed(cluster: &RedisCluster, primary: usize) {
+        let mut raw = cluster.node(primary).connection().await;
+        let key = "{battery:cluster}:written";
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(1)
+            .query_async(&mut raw)
+            .await
+            .expect("SET");
+        let _: () = redis::cmd("DEL")
+            .arg(key)
+            .query_async(&mut raw)
+            .await
+            .expect("DEL");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let slots: redis::Value = redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query_async(&mut raw)
+                .await
+                .expect("CLUSTER SLOTS");
+            let listed = match slots {
+                redis::Value::Array(ranges) => ranges
+                    .iter()
+                    .any(|range| matches!(range, redis::Value::Array(fields) if fields.len() > 3)),
+                _ => false,
+            };
+            if listed {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no replica listed in CLUSTER SLOTS"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_subscribe_during_a_primary_outage_leaves_nothing_on_its_replica() {
+        let cluster = RedisCluster::start(3, 1).expect("cluster");
+        let seeds = cluster
+            .urls()
+            .iter()
+            .map(|url| {
+                redis::Client::open(url.as_str())
+                    .expect("url")
+                    .get_connection_info()
+                    .clone()
+            })
+            .collect();
+        let notifications = Notifications::cluster(
+            None,
+            Some(seeds),
+            &Tls::default(),
+            Duration::from_millis(500),
+            Duration::from_millis(100),
+        );
+        let primary = cluster
+            .primary_of_slot(cluster.slot_of(CHANNEL).expect("slot"))
+            .expect("primary");
+        let replica = cluster.replicas_of(primary).expect("replicas")[0];
+        replica_listed(&cluster, primary).await;
+
+        // An idle notification connection to the primary, as after any earlier wait.
+        drop(notifications.watch(CHANNEL).await.expect("first watch"));
+        let left = check_nothing_left(cluster.urls(), &[], Duration::from_secs(5)).await;
+        assert!(left.is_empty(), "after the first watch: {left}");
+
+        // The primary drops our connection and stalls for a while, as under a fault.
+        let mut raw = cluster.node(primary).connection().await;
+        let _: redis::Value = redis::pipe()
+            .atomic()
+            .cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .arg("SKIPME")
+            .arg("yes")
+            .cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(1500)
+            .arg("ALL")
+            .query_async(&mut raw)
+            .await
+            .expect("kill and pause");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+
+        let watch = notifications.watch(CHANNEL).await.expect("second watch");
+        let on_replica = shard_channels(&cluster, replica).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        drop(watch);
+
+        let left = check_nothing_left(cluster.urls(), &[], Duration::from_secs(5)).await;
+        assert!(left.is_empty(), "after the outage: {left}");
+        assert!(
+            on_replica.is_empty(),
+            "subscribed on the replica during the outage: {on_replica:?}"
+        );
     }
 }
