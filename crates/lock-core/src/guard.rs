@@ -31,7 +31,9 @@ use crate::telemetry;
 /// next line, say) waits for that release and so gets a fresh hold (`hold_count() == 1`), not a
 /// re-entry of the dropped one. If the release fails, the owner's count is set right before its
 /// next call on the name; outside a runtime that is all that happens, and otherwise the lease is
-/// the safety net.
+/// the safety net. The release runs on the runtime current at the drop, and the owner's next call
+/// on the name waits for it: drop guards on a runtime that keeps running (a current-thread
+/// runtime that is not driven again holds that call up until it is, or until it is dropped).
 ///
 /// # Fencing
 ///

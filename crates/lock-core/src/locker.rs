@@ -417,6 +417,13 @@ impl<B: LockBackend> Locker<B> {
         self.shared.live_holds(name, &field)
     }
 
+    /// Settles `owner`'s debt on `name` through this locker, if it has one (see
+    /// `LockerShared::settle_owed`).
+    pub(crate) async fn settle_owed(&self, name: &str, owner: Owner) -> Result<()> {
+        let field = owner.field(self.shared.backend.client_id());
+        self.shared.settle_owed(name, &field).await
+    }
+
     /// A locker over `backend` whose calls share the lines of `other` (the other side of a
     /// read-write lock: one owner's calls on one name are ordered across both sides), keeping
     /// the tallies of `side`.
@@ -796,6 +803,25 @@ mod tests {
         assert_eq!(next.hold_count(), 1, "a fresh hold");
         assert_eq!(next.release().await.unwrap(), ReleaseOutcome::Released);
         assert!(holders(&locker, "c").await.is_empty());
+    }
+
+    /// `unlock` of an owner whose guard is live brings the count down with the store's answer:
+    /// the guard's release then finds nothing, and nothing is left counted or owed.
+    #[tokio::test]
+    async fn an_unlock_of_a_guarded_hold_leaves_the_tally_true() {
+        let locker = Locker::new(MemoryBackend::new());
+        let owner = Owner::new();
+        let options = LockOptions::new().owner(owner);
+        let guard = locker.lock_with("u", &options).await.unwrap();
+        assert_eq!(
+            locker.unlock("u", owner).await.unwrap(),
+            ReleaseOutcome::Released
+        );
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::NotHeld);
+        assert!(locker.shared.order.is_idle());
+        let again = locker.lock_with("u", &options).await.unwrap();
+        assert_eq!(again.hold_count(), 1);
+        assert_eq!(again.release().await.unwrap(), ReleaseOutcome::Released);
     }
 
     /// A woken waiter whose attempt fails, ending its wait, hands the wake-up on: the other

@@ -133,14 +133,20 @@ impl Tally {
     /// lapse moves to one lease (`lease`, the hold's) from now: the hold's renewals kept the
     /// unseen count alive until now.
     pub fn give_back(&mut self, lease: Duration) -> u32 {
-        self.stored = self.stored.saturating_sub(1);
+        self.lower_to(self.stored.saturating_sub(1), lease);
+        self.stored
+    }
+
+    /// Lowers the count to at most `holds` (never raises it), with the debt's lapse as in
+    /// [`Self::give_back`].
+    pub fn lower_to(&mut self, holds: u32, lease: Duration) {
+        self.stored = self.stored.min(holds);
         if self.stored == 0
             && let Some(debt) = &mut self.debt
         {
             debt.lease = debt.lease.max(lease);
             debt.lapses = debt.lapses.max(Instant::now() + debt.lease);
         }
-        self.stored
     }
 }
 
@@ -298,6 +304,14 @@ impl OrderBook {
         self.enter_with(name, field, side, |_| {})
     }
 
+    /// Whether `field` owes a cleanup on `name` on `side` (a cheap look, out of turn).
+    pub fn owes(&self, name: &str, field: &str, side: Side) -> bool {
+        self.lanes()
+            .map
+            .get(&(name, field) as &dyn NameAndField)
+            .is_some_and(|lane| lane.tallies[side.0].debt.is_some())
+    }
+
     /// The guards of `field` on `name` alive on `side` in this process.
     pub fn live(&self, name: &str, field: &str, side: Side) -> u32 {
         self.lanes()
@@ -445,26 +459,29 @@ impl Place {
 
     /// Changes this side's tally and gives the place up, in one step.
     pub fn leave_with(mut self, change: impl FnOnce(&mut Tally)) {
-        let mut lanes = self.book.lanes();
-        self.book
-            .change_tally(&mut lanes, &self.key, self.side, change);
-        self.leave(&mut lanes);
+        let next = {
+            let mut lanes = self.book.lanes();
+            self.book
+                .change_tally(&mut lanes, &self.key, self.side, change);
+            self.leave(&mut lanes)
+        };
         self.left = true;
+        if let Some(waker) = next {
+            waker.wake();
+        }
     }
 
-    /// Takes the place out of its line, and wakes the next place if this one was in front.
-    fn leave(&self, lanes: &mut Lanes) {
-        let Some(lane) = lanes.map.get_mut(&self.key) else {
-            return;
-        };
-        let Some(at) = lane.line.iter().position(|w| w.ticket == self.ticket) else {
-            return;
-        };
+    /// Takes the place out of its line; returns the next place's waker if this one was in
+    /// front, to be woken once the lanes are unlocked (a waker may run code that takes them).
+    #[must_use]
+    fn leave(&self, lanes: &mut Lanes) -> Option<Waker> {
+        let lane = lanes.map.get_mut(&self.key)?;
+        let at = lane.line.iter().position(|w| w.ticket == self.ticket)?;
         lane.line.remove(at);
-        if at == 0
-            && let Some(waker) = lane.line.front_mut().and_then(|next| next.waker.take())
-        {
-            waker.wake();
+        if at == 0 {
+            lane.line.front_mut().and_then(|next| next.waker.take())
+        } else {
+            None
         }
     }
 }
@@ -474,8 +491,10 @@ impl Drop for Place {
         if self.left {
             return;
         }
-        let mut lanes = self.book.lanes();
-        self.leave(&mut lanes);
+        let next = self.leave(&mut self.book.lanes());
+        if let Some(waker) = next {
+            waker.wake();
+        }
     }
 }
 

@@ -237,6 +237,9 @@ impl<B: ReadWriteBackend> RwLocker<B> {
                 name: name.to_owned(),
             });
         }
+        // A read of unknown outcome whose cleanup failed may have left a read hold the store
+        // would refuse this write for: it is taken back first.
+        self.reads.settle_owed(name, owner).await?;
         self.writes.lock_with(name, options).await
     }
 

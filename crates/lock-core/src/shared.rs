@@ -50,6 +50,26 @@ impl<B: LockBackend> LockerShared<B> {
         self.order.live(name, field, self.side)
     }
 
+    /// Settles the owner's debt on `name` on this locker's side, if it has one, in its turn:
+    /// for a call on the other side of a read-write lock, whose answer depends on this side's
+    /// count on the store (a write is refused while the owner reads).
+    ///
+    /// # Errors
+    ///
+    /// The cleanup's error when it fails again.
+    pub async fn settle_owed(&self, name: &str, field: &str) -> Result<()> {
+        if !self.order.owes(name, field, self.side) {
+            return Ok(());
+        }
+        let place = self.order.enter(name, field, self.side);
+        place.turn().await;
+        let (stored, owes) = place.tally(|tally| (tally.stored, tally.open_debt().is_some()));
+        if owes {
+            self.settle_debt(&place, stored, stored).await?;
+        }
+        Ok(())
+    }
+
     /// One acquire, in its turn. The store is first told of an earlier unsettled call (a debt);
     /// after an outcome it may or may not have applied, it is set back to the holds counted.
     /// A grant comes back as a [`PendingGrant`], counted when its guard is made.
@@ -76,7 +96,8 @@ impl<B: LockBackend> LockerShared<B> {
             request.known_holds = tally.stored;
             tally.open_debt().is_some()
         });
-        if owes && let Err(error) = self.settle_debt(call.place(), request.known_holds).await {
+        let stored = request.known_holds;
+        if owes && let Err(error) = self.settle_debt(call.place(), stored, stored).await {
             call.done();
             return Err(error);
         }
@@ -143,14 +164,17 @@ impl<B: LockBackend> LockerShared<B> {
     }
 
     /// Gives back one hold of `field` on `name` that no guard here stands for
-    /// ([`crate::Locker::unlock`]), in its turn. No cleanup follows an error: the caller asked
-    /// for one release and gets its answer.
+    /// ([`crate::Locker::unlock`]), in its turn, and brings the tally down to what the answer
+    /// says is left. When this process counts holds of the owner on the name, an outcome of
+    /// unknown effect (an error, a composite's partial release, a dropped call) is followed by
+    /// the cleanup rule, as a guard's release is; when it counts none, nothing here knows what
+    /// the store should keep, and the caller has the answer.
     ///
     /// # Errors
     ///
     /// The backend's error; an earlier cleanup's error when it fails again (nothing sent then).
     pub async fn release_unguarded(
-        &self,
+        self: &Arc<Self>,
         name: &str,
         field: &str,
         lease: Duration,
@@ -159,11 +183,24 @@ impl<B: LockBackend> LockerShared<B> {
         place.turn().await;
         let (stored, owes) = place.tally(|tally| (tally.stored, tally.open_debt().is_some()));
         if owes {
-            self.settle_debt(&place, stored).await?;
+            self.settle_debt(&place, stored, stored).await?;
         }
+        if stored == 0 {
+            return self.backend.release(name, field, lease).await;
+        }
+        let call = Unsettled::new(self.clone(), place, lease);
         let released = self.backend.release(name, field, lease).await;
-        if matches!(released, Ok(ref outcome) if outcome.was_held()) {
-            place.tally(|tally| tally.give_back(lease));
+        match released {
+            Ok(ReleaseOutcome::Released | ReleaseOutcome::NotHeld) => {
+                call.done_with(|tally| tally.lower_to(0, lease));
+            }
+            Ok(ReleaseOutcome::StillHeld { hold_count }) => {
+                call.done_with(|tally| tally.lower_to(hold_count, lease));
+            }
+            _ => {
+                self.set_count_to_tally(call.place(), lease).await;
+                call.done();
+            }
         }
         released
     }
@@ -181,7 +218,7 @@ impl<B: LockBackend> LockerShared<B> {
             place.tally(|tally| (tally.give_back(lease), tally.open_debt().is_some()));
         let call = Unsettled::new(self.clone(), place, lease);
         // An earlier debt is settled with this hold still on the store; it goes next.
-        if owes && let Err(error) = self.settle_debt(call.place(), keep + 1).await {
+        if owes && let Err(error) = self.settle_debt(call.place(), keep + 1, keep).await {
             call.done();
             return Err(error);
         }
@@ -205,14 +242,22 @@ impl<B: LockBackend> LockerShared<B> {
     /// The cleanup's error when it fails again: the debt stays for the next call (its lease
     /// bounds it in any case), and the caller must not go on, since an acquire or release on
     /// top of an unknown count would leave (or report) the wrong count.
-    async fn settle_debt(&self, place: &Place, keep: u32) -> Result<()> {
+    ///
+    /// `stored` is the tally's count `keep` was worked out from: a debt is cleared only while
+    /// the count is still that, since a guard dropped outside a runtime gives its hold back
+    /// (and notes a debt for it) out of turn, and that debt is not settled by this cleanup.
+    async fn settle_debt(&self, place: &Place, keep: u32, stored: u32) -> Result<()> {
         match self
             .backend
             .abandon(place.name(), place.field(), keep)
             .await
         {
             Ok(()) => {
-                place.tally(|tally| tally.debt = None);
+                place.tally(|tally| {
+                    if tally.stored == stored {
+                        tally.debt = None;
+                    }
+                });
                 Ok(())
             }
             Err(error) => {
@@ -318,7 +363,7 @@ impl<B: LockBackend> Drop for Unsettled<B> {
             let keep = place.tally(|tally| tally.stored);
             // Just noted, so open. On failure it stays for the owner's next call; the lease
             // bounds it.
-            let _ = shared.settle_debt(&place, keep).await;
+            let _ = shared.settle_debt(&place, keep, keep).await;
         });
     }
 }

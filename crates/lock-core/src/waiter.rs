@@ -403,7 +403,7 @@ impl<A: Attempts> Waiter<A> {
                 Step::GiveUp => return Ok(None),
                 Step::RetryAt { at, .. } => {
                     if std::mem::take(&mut waiting.woken) {
-                        waiting.watch.pass_on();
+                        waiting.pass_on_once();
                     }
                     sleep_until = Some(at);
                     continue;
