@@ -22,7 +22,7 @@ use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Poll, Waker};
 use std::time::Duration;
@@ -52,8 +52,6 @@ const KEEP_LANES: usize = 1024;
 /// The lines of one locker (and its clones; both sides of a read-write lock).
 pub(crate) struct OrderBook {
     lanes: Mutex<Lanes>,
-    /// How many lanes carry a debt: while none does, a sweep skips the lapsed-debt check.
-    indebted: AtomicUsize,
 }
 
 /// The lanes by (name, owner field), and when to sweep the idle ones.
@@ -61,6 +59,8 @@ struct Lanes {
     map: HashMap<Arc<LaneKey>, Lane>,
     /// Sweep before making a lane once the map holds this many.
     sweep_at: usize,
+    /// How many lanes carry a debt: while none does, a sweep skips the lapsed-debt check.
+    indebted: usize,
 }
 
 /// The line and tallies of one (name, owner field).
@@ -77,6 +77,47 @@ struct Lane {
 struct Waiting {
     ticket: u64,
     waker: Option<Waker>,
+}
+
+impl Lanes {
+    /// Drops the idle lanes, after dropping the debts whose unseen grant has expired on the
+    /// store.
+    fn sweep(&mut self) {
+        let look_at_debts = self.indebted > 0;
+        let indebted = &mut self.indebted;
+        self.map.retain(|_, lane| {
+            if look_at_debts && lane.has_debt() {
+                for tally in &mut lane.tallies {
+                    tally.open_debt();
+                }
+                if !lane.has_debt() {
+                    *indebted -= 1;
+                }
+            }
+            !lane.idle()
+        });
+    }
+
+    /// Runs `change` on a tally of the lane of `key`, keeping the count of indebted lanes.
+    fn change_tally<R>(
+        &mut self,
+        key: &Arc<LaneKey>,
+        side: Side,
+        change: impl FnOnce(&mut Tally) -> R,
+    ) -> R {
+        let lane = self
+            .map
+            .get_mut(key)
+            .expect("a lane lives while a place in it does");
+        let had_debt = lane.has_debt();
+        let result = change(&mut lane.tallies[side.0]);
+        match (had_debt, lane.has_debt()) {
+            (false, true) => self.indebted += 1,
+            (true, false) => self.indebted -= 1,
+            _ => {}
+        }
+        result
+    }
 }
 
 impl Lane {
@@ -234,8 +275,8 @@ impl OrderBook {
             lanes: Mutex::new(Lanes {
                 map: HashMap::new(),
                 sweep_at: KEEP_LANES,
+                indebted: 0,
             }),
-            indebted: AtomicUsize::new(0),
         })
     }
 
@@ -258,7 +299,7 @@ impl OrderBook {
         let borrowed = (name, field);
         if !lanes.map.contains_key(&borrowed as &dyn NameAndField) {
             if lanes.map.len() >= lanes.sweep_at {
-                self.sweep(&mut lanes.map);
+                lanes.sweep();
                 lanes.sweep_at = KEEP_LANES.max(lanes.map.len() * 2);
             }
             let mut text = String::with_capacity(name.len() + field.len());
@@ -318,49 +359,6 @@ impl OrderBook {
             .map
             .get(&(name, field) as &dyn NameAndField)
             .map_or(0, |lane| lane.tallies[side.0].live)
-    }
-
-    /// Drops the idle lanes, after dropping the debts whose unseen grant has expired on the
-    /// store.
-    fn sweep(&self, lanes: &mut HashMap<Arc<LaneKey>, Lane>) {
-        let look_at_debts = self.indebted.load(Ordering::Relaxed) > 0;
-        lanes.retain(|_, lane| {
-            if look_at_debts && lane.has_debt() {
-                for tally in &mut lane.tallies {
-                    tally.open_debt();
-                }
-                if !lane.has_debt() {
-                    self.indebted.fetch_sub(1, Ordering::Relaxed);
-                }
-            }
-            !lane.idle()
-        });
-    }
-
-    /// Runs `change` on a tally of the lane of `key`, keeping the count of indebted lanes.
-    fn change_tally<R>(
-        &self,
-        lanes: &mut Lanes,
-        key: &Arc<LaneKey>,
-        side: Side,
-        change: impl FnOnce(&mut Tally) -> R,
-    ) -> R {
-        let lane = lanes
-            .map
-            .get_mut(key)
-            .expect("a lane lives while a place in it does");
-        let had_debt = lane.has_debt();
-        let result = change(&mut lane.tallies[side.0]);
-        match (had_debt, lane.has_debt()) {
-            (false, true) => {
-                self.indebted.fetch_add(1, Ordering::Relaxed);
-            }
-            (true, false) => {
-                self.indebted.fetch_sub(1, Ordering::Relaxed);
-            }
-            _ => {}
-        }
-        result
     }
 
     /// Whether every lane is idle: nothing in line, held or owed.
@@ -452,17 +450,14 @@ impl Place {
     /// Reads or changes this side's tally. Meant for the place's turn: only then is `stored`
     /// the store's count.
     pub fn tally<R>(&self, change: impl FnOnce(&mut Tally) -> R) -> R {
-        let mut lanes = self.book.lanes();
-        self.book
-            .change_tally(&mut lanes, &self.key, self.side, change)
+        self.book.lanes().change_tally(&self.key, self.side, change)
     }
 
     /// Changes this side's tally and gives the place up, in one step.
     pub fn leave_with(mut self, change: impl FnOnce(&mut Tally)) {
         let next = {
             let mut lanes = self.book.lanes();
-            self.book
-                .change_tally(&mut lanes, &self.key, self.side, change);
+            lanes.change_tally(&self.key, self.side, change);
             self.leave(&mut lanes)
         };
         self.left = true;
