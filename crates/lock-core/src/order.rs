@@ -21,7 +21,7 @@
 use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Poll, Waker};
@@ -56,7 +56,10 @@ pub(crate) struct OrderBook {
 
 /// The lanes by (name, owner field), and when to sweep the idle ones.
 struct Lanes {
-    map: HashMap<Arc<LaneKey>, Lane>,
+    map: HashMap<Arc<LaneKey>, Lane, BuildHasherDefault<KeyHash>>,
+    /// Hashes a (name, owner field) once per entry into a line; the map then reuses that hash
+    /// (see [`KeyHash`]).
+    hasher: RandomState,
     /// Sweep before making a lane once the map holds this many.
     sweep_at: usize,
     /// How many lanes carry a debt: while none does, a sweep skips the lapsed-debt check.
@@ -80,6 +83,15 @@ struct Waiting {
 }
 
 impl Lanes {
+    /// The pair to search the lanes with, hashed.
+    fn probe<'a>(&self, name: &'a str, field: &'a str) -> Probe<'a> {
+        Probe {
+            hash: self.hasher.hash_one((name, field)),
+            name,
+            field,
+        }
+    }
+
     /// Drops the idle lanes, after dropping the debts whose unseen grant has expired on the
     /// store.
     fn sweep(&mut self) {
@@ -200,10 +212,19 @@ pub(crate) struct Debt {
     lease: Duration,
 }
 
-/// A lane's key: the lock name followed by the owner field, in one buffer.
+/// A lane's key: the lock name followed by the owner field, in one buffer, and its hash.
 struct LaneKey {
+    /// [`Lanes::probe`]'s hash of the pair, made once when the lane is.
+    hash: u64,
     text: Box<str>,
     name_len: usize,
+}
+
+/// A borrowed (lock name, owner field) pair with its hash, to search the lanes with.
+struct Probe<'a> {
+    hash: u64,
+    name: &'a str,
+    field: &'a str,
 }
 
 /// A (lock name, owner field) pair however it is stored, so the lanes, keyed by [`LaneKey`],
@@ -211,14 +232,19 @@ struct LaneKey {
 trait NameAndField {
     fn name(&self) -> &str;
     fn field(&self) -> &str;
+    /// The pair's hash, made once per call by [`Lanes::probe`] (a call's place keeps it).
+    fn pair_hash(&self) -> u64;
 }
 
-impl NameAndField for (&str, &str) {
+impl NameAndField for Probe<'_> {
     fn name(&self) -> &str {
-        self.0
+        self.name
     }
     fn field(&self) -> &str {
-        self.1
+        self.field
+    }
+    fn pair_hash(&self) -> u64 {
+        self.hash
     }
 }
 
@@ -229,12 +255,38 @@ impl NameAndField for Arc<LaneKey> {
     fn field(&self) -> &str {
         &self.text[self.name_len..]
     }
+    fn pair_hash(&self) -> u64 {
+        self.hash
+    }
+}
+
+/// The map's hasher: it passes on the hash a key carries. A call hashes its name and owner
+/// field once, on entering its line; every later lookup of its lane (its turn, its tally, its
+/// leaving) reuses that hash instead of hashing both strings again. A lock used once per name
+/// (a job id, say) makes a lane per call, so this is on the common path.
+#[derive(Default)]
+struct KeyHash(u64);
+
+impl Hasher for KeyHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used (see the `Hash` impls below); mixed in all the same.
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
 }
 
 impl Hash for dyn NameAndField + '_ {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.name().hash(state);
-        self.field().hash(state);
+        state.write_u64(self.pair_hash());
     }
 }
 
@@ -250,8 +302,7 @@ impl Eq for dyn NameAndField + '_ {}
 // borrowed form, as `Borrow` requires.
 impl Hash for LaneKey {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.text[..self.name_len].hash(state);
-        self.text[self.name_len..].hash(state);
+        state.write_u64(self.hash);
     }
 }
 
@@ -273,7 +324,8 @@ impl OrderBook {
     pub fn new() -> Arc<Self> {
         Arc::new(OrderBook {
             lanes: Mutex::new(Lanes {
-                map: HashMap::new(),
+                map: HashMap::default(),
+                hasher: RandomState::new(),
                 sweep_at: KEEP_LANES,
                 indebted: 0,
             }),
@@ -296,7 +348,7 @@ impl OrderBook {
         on_entry: impl FnOnce(&mut Tally),
     ) -> Place {
         let mut lanes = self.lanes();
-        let borrowed = (name, field);
+        let borrowed = lanes.probe(name, field);
         if !lanes.map.contains_key(&borrowed as &dyn NameAndField) {
             if lanes.map.len() >= lanes.sweep_at {
                 lanes.sweep();
@@ -306,6 +358,7 @@ impl OrderBook {
             text.push_str(name);
             text.push_str(field);
             let key = Arc::new(LaneKey {
+                hash: borrowed.hash,
                 text: text.into_boxed_str(),
                 name_len: name.len(),
             });
@@ -347,17 +400,19 @@ impl OrderBook {
 
     /// Whether `field` owes a cleanup on `name` on `side` (a cheap look, out of turn).
     pub fn owes(&self, name: &str, field: &str, side: Side) -> bool {
-        self.lanes()
+        let lanes = self.lanes();
+        lanes
             .map
-            .get(&(name, field) as &dyn NameAndField)
+            .get(&lanes.probe(name, field) as &dyn NameAndField)
             .is_some_and(|lane| lane.tallies[side.0].debt.is_some())
     }
 
     /// The guards of `field` on `name` alive on `side` in this process.
     pub fn live(&self, name: &str, field: &str, side: Side) -> u32 {
-        self.lanes()
+        let lanes = self.lanes();
+        lanes
             .map
-            .get(&(name, field) as &dyn NameAndField)
+            .get(&lanes.probe(name, field) as &dyn NameAndField)
             .map_or(0, |lane| lane.tallies[side.0].live)
     }
 
