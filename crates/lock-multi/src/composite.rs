@@ -429,6 +429,56 @@ impl<P: Quorum> Composite<P> {
     }
 }
 
+/// Brings a node that granted a re-entry with fewer holds than the owner has up to its count.
+///
+/// A re-entry (`known_holds` ≥ 1) should find the owner's holds on every node and answer
+/// `known_holds + 1`. A node that answers less lost some of them while a quorum kept the lock
+/// (its key expired while it was paused or unreachable, a restart without persistence). Left so,
+/// its count reaches 0 before the others' do: once two nodes are behind, a release the owner
+/// takes for an inner one frees the lock on a majority while the outer guard still counts on it.
+/// So the node is re-entered until it has the owner's count, in the same node call (in the
+/// node's order for the owner). A node that cannot be brought up answers an ambiguous error:
+/// it does not count towards the quorum, and a failed attempt's undo sets it back with the rest.
+async fn level_reentry(
+    node: &dyn DynLockBackend,
+    request: AcquireRequest<'_>,
+    answer: Result<AcquireOutcome>,
+) -> Result<AcquireOutcome> {
+    let Ok(AcquireOutcome::Acquired(mut grant)) = answer else {
+        return answer;
+    };
+    let expected = request.known_holds.saturating_add(1);
+    if request.known_holds == 0 || grant.hold_count >= expected {
+        return Ok(AcquireOutcome::Acquired(grant));
+    }
+    tracing::warn!(
+        name = request.name,
+        holds = grant.hold_count,
+        expected,
+        "a node had lost holds of the owner; re-entering it up to the owner's count"
+    );
+    // One token per grant is enough: the levelling re-entries ask for none.
+    let again = AcquireRequest {
+        fencing: false,
+        waits: false,
+        ..request
+    };
+    while grant.hold_count < expected {
+        match DynLockBackend::try_acquire(node, again).await {
+            Ok(AcquireOutcome::Acquired(next)) if next.hold_count > grant.hold_count => {
+                grant.hold_count = next.hold_count;
+            }
+            Ok(other) => {
+                return Err(Error::ConnectionLost(
+                    format!("a node lost the owner's hold while it was brought up to the owner's count ({other:?})").into(),
+                ));
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(AcquireOutcome::Acquired(grant))
+}
+
 /// Lowers the owner's holds on one node to `keep`.
 fn abandon_step(
     keep: u32,
@@ -544,7 +594,8 @@ impl<P: Quorum> LockBackend for Composite<P> {
                         known_holds,
                         waits,
                     };
-                    DynLockBackend::try_acquire(backend.as_ref(), request).await
+                    let answer = DynLockBackend::try_acquire(backend.as_ref(), request).await;
+                    level_reentry(backend.as_ref(), request, answer).await
                 });
                 let answer = self.on_node(node, &name, &owner, timeout, Wait::Bounded, call);
                 async move { (node, answer.await) }
@@ -1498,6 +1549,38 @@ mod tests {
         assert_eq!(again.hold_count(), 1);
         assert_eq!(hold_counts(&stores, "reentered", &field).await, [1, 1, 1]);
         assert_eq!(again.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+
+    /// Found by the usage battery (RedLock, seed 2660747770666400791): a node that lost the
+    /// owner's hold while a quorum kept the lock (its key expired while it was paused, a
+    /// restart without persistence) answered a re-entry with a fresh count of 1. Two such
+    /// nodes, and the inner release took the lock off a majority while the outer guard still
+    /// counted on it: the release answered `Released`, the outer one `NotHeld`.
+    #[tokio::test]
+    async fn a_reentry_brings_a_node_that_lost_the_hold_up_to_the_owners_count() {
+        let stores: Vec<MemoryBackend> = (0..3).map(|_| MemoryBackend::new()).collect();
+        let nodes = stores
+            .iter()
+            .map(|store| Arc::new(store.new_client()) as Arc<dyn DynLockBackend>)
+            .collect();
+        let locker = Locker::new(crate::RedLock::new(nodes).unwrap());
+        let outer = locker.lock("diverged").await.unwrap();
+        let field = outer.owner_field().to_owned();
+        // Two nodes lose the owner's hold; the third still has it.
+        for store in &stores[1..] {
+            assert!(LockBackend::force_release(store, "diverged").await.unwrap());
+        }
+
+        let inner = locker.lock("diverged").await.unwrap();
+        assert_eq!(inner.hold_count(), 2);
+        assert_eq!(hold_counts(&stores, "diverged", &field).await, [2, 2, 2]);
+        assert_eq!(
+            inner.release().await.unwrap(),
+            ReleaseOutcome::StillHeld { hold_count: 1 }
+        );
+        assert_eq!(hold_counts(&stores, "diverged", &field).await, [1, 1, 1]);
+        assert_eq!(outer.release().await.unwrap(), ReleaseOutcome::Released);
+        assert_eq!(hold_counts(&stores, "diverged", &field).await, [0, 0, 0]);
     }
 
     #[test]

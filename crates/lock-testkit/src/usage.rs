@@ -187,9 +187,9 @@ impl std::fmt::Display for UsageReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "seed {}: {} holds, {} overlaps, {} lost updates, {} model mismatches, {} waits \
-             without the lock (and {} of readers), {} errors, free while waited at most {:?}; \
-             actions {:?}",
+            "seed {}: {} exclusive holds, {} overlaps, {} lost updates, {} model mismatches, \
+             {} waits without the lock (and {} of readers), {} errors, free while waited at \
+             most {:?}; actions {:?}",
             self.seed,
             self.history.acquisitions,
             self.history.overlaps,
@@ -200,7 +200,11 @@ impl std::fmt::Display for UsageReport {
             self.errors,
             self.longest_free_while_waited,
             self.actions,
-        )
+        )?;
+        if let Some(sharing) = &self.sharing {
+            write!(f, "; sharing: {sharing}")?;
+        }
+        Ok(())
     }
 }
 
