@@ -1,0 +1,100 @@
+//! cyclecost: many tasks on one `Locker`, each locking and releasing (explicitly) a lock per
+//! cycle, for a fixed number of cycles, then the rate. Meant to run under
+//! `valgrind --tool=callgrind`, which counts the client's instructions exactly where wall-clock
+//! benchmarks on a shared machine cannot: the difference between a run of N and one of 3N
+//! cycles, divided by 2N, is the client's cost of one cycle with connecting left out.
+//!
+//! It uses only the public API, so the same file, copied into a checkout of an older commit
+//! (`benches/src/bin/`), measures that commit like for like.
+//!
+//! ```sh
+//! cargo build --release -p distlock-bench --bin cyclecost
+//! valgrind --tool=callgrind target/release/cyclecost --cycles 40 --url redis://127.0.0.1:6379/
+//! valgrind --tool=callgrind target/release/cyclecost --cycles 120 --url redis://127.0.0.1:6379/
+//! ```
+
+use std::time::Instant;
+
+use clap::Parser;
+use lock_core::{Locker, MemoryBackend, ReleaseOutcome};
+use lock_redis::{LockKind, RedisBackend};
+
+#[derive(Parser)]
+#[command(about = "Lock + release cycles on one Locker, to count the client's cost per cycle")]
+struct Args {
+    /// The Redis server to lock on; the in-memory backend without it.
+    #[arg(long)]
+    url: Option<String>,
+    /// Concurrent tasks.
+    #[arg(long, default_value_t = 64)]
+    tasks: usize,
+    /// Cycles per task.
+    #[arg(long, default_value_t = 100)]
+    cycles: u64,
+    /// The fast (non-reentrant) lock instead of the reentrant one (with `--url`).
+    #[arg(long)]
+    fast: bool,
+    /// Each task locks the same name every cycle, instead of a fresh one per cycle (as W2).
+    #[arg(long)]
+    same_name: bool,
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let rate = match &args.url {
+            Some(url) => {
+                let kind = if args.fast {
+                    LockKind::Fast
+                } else {
+                    LockKind::Reentrant
+                };
+                let backend = RedisBackend::builder(url.as_str())
+                    .lock_kind(kind)
+                    .connect()
+                    .await?;
+                cycles(Locker::new(backend), &args).await?
+            }
+            None => cycles(Locker::new(MemoryBackend::new()), &args).await?,
+        };
+        println!(
+            "{} tasks x {} cycles: {rate:.0} cycles/s",
+            args.tasks, args.cycles
+        );
+        Ok(())
+    })
+}
+
+/// Runs the cycles and returns cycles per second.
+async fn cycles<B: lock_core::LockBackend>(
+    locker: Locker<B>,
+    args: &Args,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for task in 0..args.tasks {
+        let (locker, count, same_name) = (locker.clone(), args.cycles, args.same_name);
+        tasks.push(tokio::spawn(async move {
+            for cycle in 0..count {
+                let name = if same_name {
+                    format!("cyclecost:{task}")
+                } else {
+                    format!("cyclecost:{task}:{cycle}")
+                };
+                let guard = locker.lock(&name).await?;
+                let outcome = guard.release().await?;
+                assert_eq!(outcome, ReleaseOutcome::Released, "{name}: a lone holder");
+            }
+            Ok::<(), lock_core::Error>(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let total = args.tasks as f64 * args.cycles as f64;
+    Ok(total / started.elapsed().as_secs_f64())
+}
