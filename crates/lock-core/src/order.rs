@@ -165,9 +165,29 @@ impl Tally {
     /// a hold of the owner keeps it alive.
     pub fn note_debt(&mut self, lease: Duration) {
         let lapses = Instant::now() + lease;
-        let debt = self.debt.get_or_insert(Debt { lapses, lease });
+        let debt = self.debt.get_or_insert(Debt {
+            lapses,
+            lease,
+            rearmed: false,
+        });
         debt.lapses = debt.lapses.max(lapses);
         debt.lease = debt.lease.max(lease);
+        // A new unseen call: the first failed cleanup after it may move the lapse again.
+        debt.rearmed = false;
+    }
+
+    /// The first cleanup of the debt since it was noted failed now. That cleanup was sent
+    /// after every call of the owner issued before it (a composite's cleanup waits for the
+    /// node calls still running, which outlive the attempt that issued them and may have set
+    /// the unseen grant's lease just now): the lapse moves to one lease from now, once, so a
+    /// node that stays down does not keep the debt for ever.
+    pub fn rearm_debt(&mut self) {
+        if let Some(debt) = &mut self.debt
+            && !debt.rearmed
+        {
+            debt.lapses = debt.lapses.max(Instant::now() + debt.lease);
+            debt.rearmed = true;
+        }
     }
 
     /// The open debt, if any: one whose unseen grant has surely expired on the store (past its
@@ -210,6 +230,8 @@ pub(crate) struct Debt {
     lapses: Instant,
     /// The lease the unseen grant (or a later hold's last renewal) may have set.
     lease: Duration,
+    /// The lapse was moved once by a failed cleanup ([`Tally::rearm_debt`]).
+    rearmed: bool,
 }
 
 /// A lane's key: the lock name followed by the owner field, in one buffer, and its hash.

@@ -262,6 +262,7 @@ impl<B: LockBackend> LockerShared<B> {
             }
             Err(error) => {
                 tracing::warn!(%error, name = place.name(), "could not yet undo an earlier call of unknown outcome");
+                place.tally(crate::order::Tally::rearm_debt);
                 Err(error)
             }
         }
