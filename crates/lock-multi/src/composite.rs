@@ -432,10 +432,12 @@ impl<P: Quorum> Composite<P> {
 /// Brings a node that granted a re-entry with fewer holds than the owner has up to its count.
 ///
 /// A re-entry (`known_holds` ≥ 1) should find the owner's holds on every node and answer
-/// `known_holds + 1`. A node that answers less lost some of them while a quorum kept the lock
-/// (its key expired while it was paused or unreachable, a restart without persistence). Left so,
-/// its count reaches 0 before the others' do: once two nodes are behind, a release the owner
-/// takes for an inner one frees the lock on a majority while the outer guard still counts on it.
+/// `known_holds + 1`. A node can be behind without any fault on it: the outer lock may have
+/// been granted by a bare majority (another owner held that node for a moment). Others missed
+/// a re-entry (a request refused before it ran) or lost the hold (a key expired while the node
+/// was paused, a restart without persistence). Left so, its count reaches 0 before the
+/// others' do: once two nodes are behind, a release the owner takes for an inner one frees the
+/// lock on a majority while the outer guard still counts on it.
 /// So the node is re-entered until it has the owner's count, in the same node call (in the
 /// node's order for the owner). A node that cannot be brought up answers an ambiguous error:
 /// it does not count towards the quorum, and a failed attempt's undo sets it back with the rest.
@@ -1989,6 +1991,112 @@ mod tests {
             (&[0, 0, 0][..], 1, &[1, 1, 1][..]),
             "nothing left after the outer release, and a fresh lock after it"
         );
+    }
+
+    /// Refuses the next `refuse` acquires before they reach the store (a definite error: a
+    /// connection reset before the request was written, a server that is still loading).
+    struct RefusesAcquires {
+        inner: MemoryBackend,
+        refuse: AtomicUsize,
+    }
+
+    impl LockBackend for RefusesAcquires {
+        fn client_id(&self) -> &str {
+            LockBackend::client_id(&self.inner)
+        }
+        async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+            let refused = self
+                .refuse
+                .fetch_update(AtomicOrdering::SeqCst, AtomicOrdering::SeqCst, |n| {
+                    n.checked_sub(1)
+                })
+                .is_ok();
+            if refused {
+                return Err(Error::Unavailable(
+                    "refused before it was applied (test)".into(),
+                ));
+            }
+            LockBackend::try_acquire(&self.inner, request).await
+        }
+        async fn release(
+            &self,
+            name: &str,
+            owner_field: &str,
+            lease: Duration,
+        ) -> Result<ReleaseOutcome> {
+            LockBackend::release(&self.inner, name, owner_field, lease).await
+        }
+        async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
+            LockBackend::renew(&self.inner, renewals).await
+        }
+        async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
+            LockBackend::abandon(&self.inner, name, owner_field, keep).await
+        }
+        async fn force_release(&self, name: &str) -> Result<bool> {
+            LockBackend::force_release(&self.inner, name).await
+        }
+        async fn inspect(&self, name: &str) -> Result<LockState> {
+            LockBackend::inspect(&self.inner, name).await
+        }
+        async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
+            LockBackend::watch_releases(&self.inner, name).await
+        }
+    }
+
+    /// One fault on one node is enough for the usage battery's finding (inner release
+    /// `Released`, outer `NotHeld`); no node loses a hold. The outer lock is granted by a bare
+    /// majority, nodes 1 and 2, because a competitor held node 0 at that moment (a split
+    /// attempt, undone right after: plain contention, no fault). Then node 1 refuses the
+    /// re-entry (one transient failure: the request never reached the store) while node 0, free
+    /// again, grants it as a first hold: node counts [1, 1, 2], and the composite answers the
+    /// maximum, 2. The inner release then frees nodes 0 and 1: `Released`.
+    #[tokio::test]
+    async fn a_bare_majority_and_one_refused_reentry_diverge_two_nodes() {
+        let stores: Vec<MemoryBackend> = (0..3).map(|_| MemoryBackend::new()).collect();
+        let flaky = Arc::new(RefusesAcquires {
+            inner: stores[1].new_client(),
+            refuse: AtomicUsize::new(0),
+        });
+        let nodes: Vec<Arc<dyn DynLockBackend>> = vec![
+            Arc::new(stores[0].new_client()),
+            flaky.clone(),
+            Arc::new(stores[2].new_client()),
+        ];
+        let locker = Locker::new(crate::RedLock::new(nodes).unwrap());
+
+        // A competitor's split attempt holds node 0 for a moment.
+        let competitor = Locker::new(stores[0].new_client());
+        let split = competitor.lock("bare").await.unwrap();
+        let outer = locker.lock("bare").await.unwrap();
+        assert_eq!(outer.hold_count(), 1);
+        let field = outer.owner_field().to_owned();
+        assert_eq!(hold_counts(&stores, "bare", &field).await, [0, 1, 1]);
+        // ... and gives it back (its undo).
+        assert_eq!(split.release().await.unwrap(), ReleaseOutcome::Released);
+
+        // One transient fault: node 1 refuses the re-entry.
+        flaky.refuse.store(1, AtomicOrdering::SeqCst);
+        let inner = locker.lock("bare").await.unwrap();
+        assert_eq!(inner.hold_count(), 2);
+        eprintln!(
+            "node counts after the re-entry: {:?}",
+            hold_counts(&stores, "bare", &field).await
+        );
+
+        let inner_released = inner.release().await.unwrap();
+        let outer_released = outer.release().await.unwrap();
+        eprintln!("inner release {inner_released:?}, outer release {outer_released:?}");
+        // The usage battery's model: the inner release must not free the lock (StillHeld, or
+        // PartlyReleased when the nodes disagree), the outer one must.
+        assert!(
+            matches!(
+                inner_released,
+                ReleaseOutcome::StillHeld { hold_count: 1 } | ReleaseOutcome::PartlyReleased { .. }
+            ),
+            "inner release {inner_released:?}"
+        );
+        assert_eq!(outer_released, ReleaseOutcome::Released);
+        assert_eq!(hold_counts(&stores, "bare", &field).await, [0, 0, 0]);
     }
 
     #[test]
