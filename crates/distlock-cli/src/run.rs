@@ -12,7 +12,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use distlock::{Error, Fencing, LockGuard, LockOptions, RedisBackend, RedisLocker};
+use distlock::{Error, Fencing, LockGuard, LockOptions, Owner, RedisBackend, RedisLocker};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -46,7 +46,9 @@ pub struct RunArgs {
 
 /// Runs `distlock run`.
 pub async fn run(locker: RedisLocker, args: RunArgs) -> ExitCode {
-    let mut options = LockOptions::new().watchdog_lease(args.lease);
+    // An owner of its own, to wait for its calls by when a signal stops the wait.
+    let owner = Owner::new();
+    let mut options = LockOptions::new().watchdog_lease(args.lease).owner(owner);
     options = match args.wait {
         None => options.wait_forever(),
         Some(wait) if wait.is_zero() => options.no_wait(),
@@ -54,9 +56,9 @@ pub async fn run(locker: RedisLocker, args: RunArgs) -> ExitCode {
     };
     // The fencing choice is part of the options' type: two instances of one body.
     if args.fencing_env.is_some() {
-        run_as(locker, args, options.fenced()).await
+        run_as(locker, args, owner, options.fenced()).await
     } else {
-        run_as(locker, args, options).await
+        run_as(locker, args, owner, options).await
     }
 }
 
@@ -64,6 +66,7 @@ pub async fn run(locker: RedisLocker, args: RunArgs) -> ExitCode {
 async fn run_as<F: Fencing>(
     locker: RedisLocker,
     args: RunArgs,
+    owner: Owner,
     options: LockOptions<F>,
 ) -> ExitCode {
     let (mut interrupt, mut terminate) = match (
@@ -79,8 +82,8 @@ async fn run_as<F: Fencing>(
 
     let acquired = tokio::select! {
         acquired = acquire(&locker, &args.name, &options) => acquired,
-        _ = interrupt.recv() => return exit::of_signal(Signal::SIGINT),
-        _ = terminate.recv() => return exit::of_signal(Signal::SIGTERM),
+        _ = interrupt.recv() => return stop_waiting(&locker, &args.name, owner, Signal::SIGINT).await,
+        _ = terminate.recv() => return stop_waiting(&locker, &args.name, owner, Signal::SIGTERM).await,
     };
     let guard = match acquired {
         Ok(guard) => guard,
@@ -179,6 +182,18 @@ async fn acquire<F: Fencing>(
         eprint!("\r\x1b[2K");
     }
     acquired
+}
+
+/// A signal while waiting for the lock: the lock call is dropped (the grant may be on its way
+/// back), and what it left on the store is given back before exiting: the runtime's end would
+/// drop that cleanup, leaving the lock held until its lease ends.
+async fn stop_waiting(locker: &RedisLocker, name: &str, owner: Owner, signal: Signal) -> ExitCode {
+    if let Err(error) = locker.flush(name, owner).await {
+        eprintln!(
+            "distlock: could not wait for the lock call to be undone ({error}); its lease will end it"
+        );
+    }
+    exit::of_signal(signal)
 }
 
 /// Passes `signal` on to the command, waits for it (SIGKILL after `grace`), releases, and

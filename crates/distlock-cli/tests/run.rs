@@ -216,3 +216,41 @@ fn sigterm_stops_the_command_and_releases() {
     assert_eq!(status.code(), Some(128 + 15), "{status:?}");
     assert!(!exists(&server, "cli:term"), "released");
 }
+
+/// SIGTERM while the lock's grant is on its way back (replies held up by a slow link): the wait
+/// stops, what the dropped lock call left on the server is given back before `distlock` exits
+/// (143), and nothing is left behind. (It used to exit at once, and the runtime's end dropped
+/// the cleanup: the lock stayed held until its lease ended.)
+#[test]
+fn sigterm_while_the_grant_is_on_its_way_leaves_nothing() {
+    let server = RedisServer::start().expect("start a server");
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let proxy = runtime
+        .block_on(lock_testkit::FaultProxy::start(server.addr()))
+        .expect("proxy");
+    proxy.set_fault(lock_testkit::Fault::Latency(Duration::from_millis(150)));
+    let mut run = distlock(
+        &proxy.url(),
+        &[
+            "--command-timeout",
+            "5s",
+            "run",
+            "cli:in-flight",
+            "--",
+            "sleep",
+            "30",
+        ],
+    )
+    .spawn()
+    .expect("run distlock");
+    // The acquire ran on the server; its reply is still in the proxy for up to 150 ms.
+    wait_for("the lock", || exists(&server, "cli:in-flight"));
+    let pid = i32::try_from(run.id()).expect("a pid");
+    kill(Pid::from_raw(pid), Signal::SIGTERM).expect("SIGTERM");
+    let status = run.wait().expect("distlock ends");
+    assert_eq!(status.code(), Some(128 + 15), "{status:?}");
+    assert!(
+        !exists(&server, "cli:in-flight"),
+        "given back before exiting"
+    );
+}

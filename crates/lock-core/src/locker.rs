@@ -381,6 +381,45 @@ impl<B: LockBackend> Locker<B> {
             .await
     }
 
+    /// Waits until every store call this process issued for `owner` on `name` before this one
+    /// has ended: the releases of dropped guards and the cleanups of cancelled lock calls,
+    /// which run in tasks of the current runtime, included. A runtime that shuts down drops
+    /// such tasks, leaving their hold on the store until its lease ends; a program that
+    /// cancels a lock call or drops a guard just before it exits awaits this first.
+    ///
+    /// Calls issued after this one are not waited for. It sends nothing itself.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> lock_core::Result<()> {
+    /// use std::time::Duration;
+    /// use lock_core::{LockOptions, Locker, MemoryBackend, Owner};
+    ///
+    /// let locker = Locker::new(MemoryBackend::new());
+    /// let owner = Owner::new();
+    /// let options = LockOptions::new().owner(owner);
+    /// // Shutting down: stop waiting for the lock...
+    /// let _ = tokio::time::timeout(Duration::from_millis(10), locker.lock_with("jobs", &options)).await;
+    /// // ...and let whatever that call left on the store be given back before exiting.
+    /// locker.flush("jobs", owner).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidName`] before waiting.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits, and dropping it changes nothing.
+    pub async fn flush(&self, name: &str, owner: Owner) -> Result<()> {
+        self.shared.backend.check_name(name)?;
+        let field = owner.field(self.shared.backend.client_id());
+        self.shared.settled(name, &field).await;
+        Ok(())
+    }
+
     /// Deletes the lock whoever holds it and wakes its waiters. Returns whether it was held.
     /// Holders find out through [`LockGuard::lost`] at their next renewal.
     ///
@@ -803,6 +842,45 @@ mod tests {
         assert_eq!(next.hold_count(), 1, "a fresh hold");
         assert_eq!(next.release().await.unwrap(), ReleaseOutcome::Released);
         assert!(holders(&locker, "c").await.is_empty());
+    }
+
+    /// A lock call cancelled while its grant is on its way leaves a cleanup in a task of the
+    /// runtime; `flush` waits for it, so a runtime shut down right after leaves nothing.
+    #[test]
+    fn flush_lets_the_cleanup_of_a_cancelled_lock_run_before_a_shutdown() {
+        for flushed in [false, true] {
+            let mut backend = Scripted::new(Vec::new());
+            backend.answer_delay = Duration::from_millis(20);
+            let store = backend.inner.new_client();
+            let locker = Locker::new(backend);
+            let owner = Owner::new();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let options = LockOptions::new().owner(owner);
+                let cancelled =
+                    tokio::time::timeout(Duration::from_millis(5), locker.lock_with("f", &options))
+                        .await;
+                assert!(cancelled.is_err(), "cancelled mid-call");
+                if flushed {
+                    locker.flush("f", owner).await.unwrap();
+                }
+            });
+            drop(runtime);
+            let left = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap()
+                .block_on(LockBackend::inspect(&store, "f"))
+                .unwrap()
+                .holders;
+            assert_eq!(
+                left.is_empty(),
+                flushed,
+                "flushed: {flushed}, left: {left:?}"
+            );
+        }
     }
 
     /// `unlock` of an owner whose guard is live brings the count down with the store's answer:

@@ -50,6 +50,12 @@ impl<B: LockBackend> LockerShared<B> {
         self.order.live(name, field, self.side)
     }
 
+    /// Waits until every call in the line of (`name`, `field`) issued before this one has
+    /// ended, on either side (see [`crate::Locker::flush`]).
+    pub async fn settled(&self, name: &str, field: &str) {
+        self.order.enter(name, field, self.side).turn().await;
+    }
+
     /// Settles the owner's debt on `name` on this locker's side, if it has one, in its turn:
     /// for a call on the other side of a read-write lock, whose answer depends on this side's
     /// count on the store (a write is refused while the owner reads).
