@@ -482,7 +482,10 @@ async fn level_reentry(
 }
 
 /// Brings a node that granted with more holds than the owner has (a hold of the owner left
-/// there, unknown to it) down to the owner's count plus this grant, in the same node call.
+/// there, unknown to it: an undo that failed where the attempt's grant was not seen) down to
+/// the owner's count plus this grant, in the same node call. When that cleanup fails, the node
+/// answers its own count (the composite reports the highest) and the owner's next lock there
+/// tries again; a release the nodes disagree on is answered as partial meanwhile.
 async fn level_down(
     node: &dyn DynLockBackend,
     request: AcquireRequest<'_>,
