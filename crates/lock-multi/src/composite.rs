@@ -1641,6 +1641,9 @@ mod tests {
         acquire_delay: Duration,
         slow_acquires: AtomicUsize,
         lose_acquire_answers: AtomicUsize,
+        /// The next this many acquires are refused before they reach the store (a definite
+        /// error: a connection reset before the request was written, a server still loading).
+        refuse_acquires: AtomicUsize,
         refuse_abandons: std::sync::atomic::AtomicBool,
         refused: AtomicUsize,
         /// Per acquire, in turn: `true` loses its answer (after applying it).
@@ -1656,6 +1659,7 @@ mod tests {
                 acquire_delay,
                 slow_acquires: AtomicUsize::new(0),
                 lose_acquire_answers: AtomicUsize::new(0),
+                refuse_acquires: AtomicUsize::new(0),
                 refuse_abandons: std::sync::atomic::AtomicBool::new(false),
                 refused: AtomicUsize::new(0),
                 lose_script: std::sync::Mutex::default(),
@@ -1669,6 +1673,11 @@ mod tests {
             LockBackend::client_id(self.inner.as_ref())
         }
         async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+            if InFlight::take(&self.refuse_acquires) {
+                return Err(Error::Unavailable(
+                    "refused before it was applied (Faulty)".into(),
+                ));
+            }
             if InFlight::take(&self.slow_acquires) || self.slow_all.load(AtomicOrdering::SeqCst) {
                 let (inner, delay) = (self.inner.clone(), self.acquire_delay);
                 let (name, owner_field) = (request.name.to_owned(), request.owner_field.to_owned());
@@ -1996,56 +2005,6 @@ mod tests {
         );
     }
 
-    /// Refuses the next `refuse` acquires before they reach the store (a definite error: a
-    /// connection reset before the request was written, a server that is still loading).
-    struct RefusesAcquires {
-        inner: MemoryBackend,
-        refuse: AtomicUsize,
-    }
-
-    impl LockBackend for RefusesAcquires {
-        fn client_id(&self) -> &str {
-            LockBackend::client_id(&self.inner)
-        }
-        async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
-            let refused = self
-                .refuse
-                .fetch_update(AtomicOrdering::SeqCst, AtomicOrdering::SeqCst, |n| {
-                    n.checked_sub(1)
-                })
-                .is_ok();
-            if refused {
-                return Err(Error::Unavailable(
-                    "refused before it was applied (test)".into(),
-                ));
-            }
-            LockBackend::try_acquire(&self.inner, request).await
-        }
-        async fn release(
-            &self,
-            name: &str,
-            owner_field: &str,
-            lease: Duration,
-        ) -> Result<ReleaseOutcome> {
-            LockBackend::release(&self.inner, name, owner_field, lease).await
-        }
-        async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
-            LockBackend::renew(&self.inner, renewals).await
-        }
-        async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
-            LockBackend::abandon(&self.inner, name, owner_field, keep).await
-        }
-        async fn force_release(&self, name: &str) -> Result<bool> {
-            LockBackend::force_release(&self.inner, name).await
-        }
-        async fn inspect(&self, name: &str) -> Result<LockState> {
-            LockBackend::inspect(&self.inner, name).await
-        }
-        async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
-            LockBackend::watch_releases(&self.inner, name).await
-        }
-    }
-
     /// One fault on one node is enough for the usage battery's finding (inner release
     /// `Released`, outer `NotHeld`); no node loses a hold. The outer lock is granted by a bare
     /// majority, nodes 1 and 2, because a competitor held node 0 at that moment (a split
@@ -2056,10 +2015,7 @@ mod tests {
     #[tokio::test]
     async fn a_bare_majority_and_one_refused_reentry_diverge_two_nodes() {
         let stores: Vec<MemoryBackend> = (0..3).map(|_| MemoryBackend::new()).collect();
-        let flaky = Arc::new(RefusesAcquires {
-            inner: stores[1].new_client(),
-            refuse: AtomicUsize::new(0),
-        });
+        let flaky = Arc::new(Faulty::new(stores[1].new_client(), Duration::ZERO));
         let nodes: Vec<Arc<dyn DynLockBackend>> = vec![
             Arc::new(stores[0].new_client()),
             flaky.clone(),
@@ -2078,7 +2034,7 @@ mod tests {
         assert_eq!(split.release().await.unwrap(), ReleaseOutcome::Released);
 
         // One transient fault: node 1 refuses the re-entry.
-        flaky.refuse.store(1, AtomicOrdering::SeqCst);
+        flaky.refuse_acquires.store(1, AtomicOrdering::SeqCst);
         let inner = locker.lock("bare").await.unwrap();
         assert_eq!(inner.hold_count(), 2);
         eprintln!(
