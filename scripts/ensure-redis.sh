@@ -62,3 +62,21 @@ No Redis server found, and none could be installed automatically. Do one of:
 MSG
     return 1
 }
+
+# twemproxy (Debian's `nutcracker`), for the tests of locks behind a proxy: found on PATH (or
+# $DISTLOCK_NUTCRACKER), else installed with apt-get as root; otherwise those tests say how to
+# install it.
+ensure_nutcracker() {
+    if [ -n "${DISTLOCK_NUTCRACKER:-}" ] || command -v nutcracker >/dev/null 2>&1; then
+        return 0
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing nutcracker (twemproxy) with apt-get" >&2
+        if (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nutcracker) >&2; then
+            return 0
+        fi
+    fi
+    echo "nutcracker (twemproxy) not found: the proxy tests will fail; install it with" \
+        "\`sudo apt-get install nutcracker\` or set DISTLOCK_NUTCRACKER=/path/to/nutcracker" >&2
+    return 0
+}

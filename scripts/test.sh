@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/ensure-redis.sh
 source scripts/ensure-redis.sh
 ensure_redis_server
+ensure_nutcracker
 exec cargo test --workspace --all-features "$@"

@@ -313,9 +313,16 @@ impl Deployment {
         response_timeout: Duration,
     ) -> redis::RedisResult<RawConnection> {
         let certificates = tls.certificates();
-        let client = |url: &str| match certificates.clone() {
-            Some(certificates) => redis::Client::build_with_tls(url, certificates),
-            None => redis::Client::open(url),
+        let client = |url: &str| {
+            let client = match certificates.clone() {
+                Some(certificates) => redis::Client::build_with_tls(url, certificates)?,
+                None => redis::Client::open(url)?,
+            };
+            // The data connection does not name itself (`CLIENT SETINFO`): a proxy such as
+            // twemproxy hangs up on `CLIENT`.
+            let info = client.get_connection_info().clone();
+            let settings = info.redis_settings().clone().set_skip_set_lib_name();
+            redis::Client::open(info.set_redis_settings(settings))
         };
         match self {
             Deployment::Single(url) => {

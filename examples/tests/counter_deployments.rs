@@ -1,12 +1,14 @@
 //! `counter` counts exactly on a Redis Cluster while the lock's slot moves to another primary
-//! and its primary fails over, on a Sentinel group, and over mutual TLS in every mode: the
-//! binary itself, in worker processes, against real server processes. One deployment at a time.
+//! and its primary fails over, on a Sentinel group, over mutual TLS in every mode, and through
+//! twemproxy: the binary itself, in worker processes, against real server processes. One
+//! deployment at a time.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use lock_testkit::{
     FailoverMode, RedisCluster, RedisServer, SentinelGroup, ServerError, ServerOptions, TestCerts,
+    Twemproxy,
 };
 
 const LOCK: &str = "distlock:demo:counter";
@@ -87,6 +89,17 @@ fn counts_exactly_on_a_cluster_while_it_changes() {
         failed_over_at < finished_at,
         "the changes happened while the counter ran"
     );
+}
+
+/// Through twemproxy, which closes the connection on `CLIENT`, `SCRIPT`, `PING <id>` and the
+/// pub/sub commands: the locks connect (the capability probe finds each refusal), the waiters
+/// poll, and every increment is made under the lock.
+#[test]
+fn counts_exactly_through_twemproxy() {
+    let server = RedisServer::start().expect("start redis-server");
+    let proxy = Twemproxy::start(&[&server]).expect("start twemproxy (nutcracker)");
+    let child = counter_sized(&["--url".into(), proxy.url()], "500", "1");
+    assert_total(child, 500);
 }
 
 #[test]

@@ -74,6 +74,20 @@ impl ConnectionArgs {
     ///
     /// As [`ConnectionArgs::locker`].
     pub async fn locker_of(&self, kind: Kind) -> distlock::Result<RedisLocker> {
+        Ok(Locker::new(self.builder_of(kind)?.connect().await?))
+    }
+
+    /// The backend builder these flags describe, with the lock kind `--kind` names.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidConfig` for a TLS file that cannot be read.
+    pub fn builder(&self) -> distlock::Result<RedisBackendBuilder> {
+        self.builder_of(self.kind)
+    }
+
+    /// The backend builder these flags describe, keeping locks of `kind`.
+    fn builder_of(&self, kind: Kind) -> distlock::Result<RedisBackendBuilder> {
         let mut builder = if !self.cluster.is_empty() {
             RedisBackend::cluster_builder(self.cluster.iter().cloned())
         } else if !self.sentinel.is_empty() {
@@ -89,8 +103,7 @@ impl ConnectionArgs {
         if let Some(timeout) = self.command_timeout {
             builder = builder.command_timeout(timeout);
         }
-        builder = self.with_tls(builder)?;
-        Ok(Locker::new(builder.connect().await?))
+        self.with_tls(builder)
     }
 
     fn with_tls(&self, mut builder: RedisBackendBuilder) -> distlock::Result<RedisBackendBuilder> {

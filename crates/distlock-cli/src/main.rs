@@ -7,6 +7,7 @@
 //! See `distlock --help`, and the exit codes in [`exit`].
 
 mod connection;
+mod doctor;
 mod exit;
 mod list;
 mod run;
@@ -46,6 +47,12 @@ enum Commands {
     /// Release a name whoever holds it, as its kind does (asks first on a terminal; `--yes`
     /// otherwise); a semaphore's or latch's count is left to the library's calls.
     Unlock(unlock::UnlockArgs),
+    /// What the server (or a proxy in front of it) does with each command the library may
+    /// use, then which lock kinds, primitives, notification modes and guarantees work there.
+    ///
+    /// Exit codes: 0 the default lock works there, 69 it does not (or the server cannot be
+    /// reached), 2 bad arguments.
+    Doctor(doctor::DoctorArgs),
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -71,6 +78,8 @@ async fn main() -> ExitCode {
         },
         // It picks the lock kind from what the server holds.
         Commands::Unlock(args) => unlock::unlock(connection, args).await,
+        // Probes only: a server where no lock works still gets its table.
+        Commands::Doctor(args) => doctor::doctor(connection, args).await,
     }
 }
 

@@ -100,6 +100,15 @@ pub enum Error {
         /// How many were asked for.
         required: u32,
     },
+    /// The server (or a proxy in front of it) lacks commands a setting or lock kind needs,
+    /// found when the backend connected, before any lock call. Never retryable: the same
+    /// server answers the same way (grant the commands, or choose what it can do).
+    Unsupported {
+        /// What was asked for, e.g. `replica acknowledgement (ReplicaAck)`.
+        needs: String,
+        /// The missing commands, each with the server's answer.
+        missing: Vec<String>,
+    },
     /// The server answered something this library does not understand.
     Protocol(Cause),
     /// Any other backend failure.
@@ -146,6 +155,9 @@ impl std::fmt::Display for Error {
                 f,
                 "only {acknowledged} of the {required} replicas asked for acknowledged the write"
             ),
+            Error::Unsupported { needs, missing } => {
+                write!(f, "the server cannot do {needs}: {}", missing.join("; "))
+            }
             Error::Protocol(cause) => write!(f, "unexpected reply from the backend: {cause}"),
             Error::Backend(cause) => write!(f, "backend error: {cause}"),
             Error::Quorum(quorum) => write!(f, "{quorum}"),

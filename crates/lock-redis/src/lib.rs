@@ -9,11 +9,13 @@
 // 3. calls (`call`, `call::coalesce`): one lock call, alone or coalesced, within its timeout,
 //    its reply proven to be its own.
 // 2. connection (`connection` over `standalone` (with its `source`: one server, or a Sentinel
-//    service's primary, and `sentinel_watch`), `cluster`, `deferred`, `alignment`;
-//    `connection::pubsub`; all over `connection::tls`): one replaceable connection that knows
+//    service's primary, and `sentinel_watch`), `cluster`, `deferred`, `alignment`, `manners`;
+//    `connection::pubsub`; `connection::probe`, the capability probe; all over
+//    `connection::tls`): one replaceable connection that knows
 //    commands, not locks, whatever the server topology, the notification connections, and the
 //    TLS settings every connection is opened with.
-// 1. wire (`wire::{keys, errors, announce, replication, lock_script, scripts, reply}`): names on
+// 1. wire (`wire::{keys, errors, announce, capabilities, replication, lock_script, scripts,
+//    reply}`): names on
 //    the server, how releases are announced, how writes are acknowledged by replicas, the
 //    scripts and the commands built from them, reply decoding, error mapping.
 
@@ -78,6 +80,7 @@ pub use backend::rwlock::{RedisReadSide, RedisWriteSide};
 /// [`RedisBackend::builder_from_client`] and its kin must be of this version: take it from
 /// here rather than depending on redis-rs separately.
 pub use redis;
+pub use wire::capabilities::{Capabilities, Capability, Feature, ServerInfo, Standing, Support};
 pub use wire::description::{ChannelSubscribers, Layout, LockDescription, LockList};
 pub use wire::keys;
 pub use wire::replication::{ReplicaAck, Shortfall};

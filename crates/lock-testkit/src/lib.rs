@@ -87,7 +87,7 @@ pub use resource::{FencedResource, WriteOutcome};
 pub use schedule::{FaultFuture, Schedule, ScheduleReport, run_schedule};
 pub use sentinel::SentinelGroup;
 pub use server::ClientInfo;
-pub use server::{RedisServer, ServerError, ServerOptions};
+pub use server::{RedisServer, ServerError, ServerOptions, Twemproxy};
 pub use slow_node::SlowNode;
 pub use spans::SpanRecorder;
 pub use timeline::escape as xml_escape;

@@ -11,14 +11,16 @@ use crate::backend::options::{
 };
 use crate::backend::redis_backend::RedisBackend;
 use crate::call::Calls;
-use crate::connection::Connection;
 use crate::connection::pubsub::Notifications;
 use crate::connection::source::Source;
 #[cfg(any(feature = "cluster", feature = "sentinel"))]
 use crate::connection::tls::has_own_certificates;
 use crate::connection::tls::{Tls, TlsSettings};
+use crate::connection::{Connection, Manners, probe};
 use crate::kind::fast::NativeDelete;
 use crate::wire::announce::Announce;
+use crate::wire::capabilities::{Capabilities, Capability, Support};
+use crate::wire::errors::map_error;
 use crate::wire::replication::ReplicaAck;
 
 /// Builds a [`RedisBackend`].
@@ -72,6 +74,7 @@ pub struct RedisBackendBuilder {
     sharded: ShardedPubSub,
     replication: Option<ReplicaAck>,
     tls: TlsSettings,
+    keep_fencing_counters: bool,
 }
 
 /// Where waiters listen for releases, by deployment (made once per backend: its size does not
@@ -162,7 +165,37 @@ impl RedisBackendBuilder {
             sharded: ShardedPubSub::Auto,
             replication: None,
             tls: TlsSettings::default(),
+            keep_fencing_counters: false,
         }
+    }
+
+    /// Keeps every fencing counter (`redisson_lock_token:{name}`) for good, as Redisson does,
+    /// instead of letting it expire once the server's clock has passed its last token and one
+    /// lease more (the default).
+    ///
+    /// The default is safe on its own: every token is at least the server's clock in
+    /// microseconds, so a counter that expired (or was lost) still gives a larger token next.
+    /// Keep the counters when Redisson's fenced locks (`RFencedLock`) share the names: their
+    /// `INCR` would start again at 1 after the counter expired, and a resource that checks
+    /// tokens would refuse their writes. See `docs/redis-layout.md`, "Fencing counters".
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use lock_redis::RedisBackend;
+    ///
+    /// # async fn demo() -> Result<(), lock_core::Error> {
+    /// let backend = RedisBackend::builder("redis://127.0.0.1:6379/")
+    ///     .keep_fencing_counters(true)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn keep_fencing_counters(mut self, keep: bool) -> Self {
+        self.keep_fencing_counters = keep;
+        self
     }
 
     /// Which lock to keep: [`LockKind::Reentrant`] (the default) or [`LockKind::Fast`].
@@ -300,14 +333,8 @@ impl RedisBackendBuilder {
         self
     }
 
-    /// Checks the configuration, connects, and returns the backend.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidConfig`] for a bad URL, timeout or TLS setting (before any I/O);
-    /// [`Error::NotPermitted`] for bad credentials; [`Error::ConnectionLost`] or
-    /// [`Error::Timeout`] when the server cannot be reached.
-    pub async fn connect(self) -> Result<RedisBackend> {
+    /// The settings checked before any I/O, and the TLS settings to open connections with.
+    fn check(&self) -> Result<Tls> {
         for (what, value) in [
             ("command timeout", self.command_timeout),
             ("connect timeout", self.connect_timeout),
@@ -328,12 +355,74 @@ impl RedisBackendBuilder {
         if let Some(ack) = &self.replication {
             ack.check(self.command_timeout)?;
         }
-        let tls = self.tls.check()?;
+        self.tls.check()
+    }
+
+    /// Checks the configuration and runs only the capability probe (see [`Capabilities`]):
+    /// what the server, or the proxy in front of it, does with each command the library may
+    /// use, for a look before connecting (`distlock doctor`). On a cluster the first seed is
+    /// asked, behind Sentinels the primary they name.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::connect`], for the configuration and for reaching the server.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use lock_redis::RedisBackend;
+    ///
+    /// # async fn demo() -> Result<(), lock_core::Error> {
+    /// let found = RedisBackend::builder("redis://127.0.0.1:6379/").probe().await?;
+    /// println!("{found}");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn probe(self) -> Result<Capabilities> {
+        let tls = self.check()?;
+        let client = match &self.target {
+            Target::Standalone(endpoint) => endpoint.open(&tls)?,
+            #[cfg(feature = "sentinel")]
+            Target::Sentinel {
+                sentinels,
+                service,
+                node_auth,
+            } => sentinel_source(sentinels, service, node_auth.as_ref(), &tls)?
+                .client()
+                .await
+                .map_err(|error| map_error(&error, self.connect_timeout))?,
+            #[cfg(feature = "cluster")]
+            Target::Cluster(seeds) => {
+                let (_, mut clients) = cluster_client(seeds, self.connect_timeout, &tls)?;
+                clients.swap_remove(0)
+            }
+        };
+        probe::probe(&client, self.connect_timeout).await
+    }
+
+    /// Checks the configuration, connects, and returns the backend.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for a bad URL, timeout or TLS setting (before any I/O);
+    /// [`Error::NotPermitted`] for bad credentials; [`Error::ConnectionLost`] or
+    /// [`Error::Timeout`] when the server cannot be reached.
+    pub async fn connect(self) -> Result<RedisBackend> {
+        let tls = self.check()?;
+        let capabilities;
         let (connection, listen, announce) = match &self.target {
             Target::Standalone(endpoint) => {
                 let client = endpoint.open(&tls)?;
+                let found = probe::probe(&client, self.connect_timeout).await?;
+                let client = if found.names_connections() {
+                    client
+                } else {
+                    probe::unnamed(&client)?
+                };
+                capabilities = found;
                 let connection = Connection::standalone(
                     Source::Fixed(client.clone()),
+                    Manners::of(&capabilities),
                     self.connect_timeout,
                     self.command_timeout,
                 )
@@ -347,8 +436,14 @@ impl RedisBackendBuilder {
                 node_auth,
             } => {
                 let source = sentinel_source(sentinels, service, node_auth.as_ref(), &tls)?;
+                let primary = source
+                    .client()
+                    .await
+                    .map_err(|error| map_error(&error, self.connect_timeout))?;
+                capabilities = probe::probe(&primary, self.connect_timeout).await?;
                 let connection = Connection::standalone(
                     source.clone(),
+                    Manners::of(&capabilities),
                     self.connect_timeout,
                     self.command_timeout,
                 )
@@ -358,6 +453,7 @@ impl RedisBackendBuilder {
             #[cfg(feature = "cluster")]
             Target::Cluster(seeds) => {
                 let (cluster, clients) = cluster_client(seeds, self.connect_timeout, &tls)?;
+                capabilities = probe::probe(&clients[0], self.connect_timeout).await?;
                 let connection =
                     Connection::cluster(cluster, self.connect_timeout, self.command_timeout)
                         .await?;
@@ -387,6 +483,23 @@ impl RedisBackendBuilder {
                 (connection, Listen::Cluster(clients), announce)
             }
         };
+        needs_scripts(&capabilities, self.kind)?;
+        // An fsynced acknowledgement asks `WAITAOF` instead, checked below.
+        if self
+            .replication
+            .as_ref()
+            .is_some_and(|ack| !ack.is_fsynced())
+        {
+            needs_wait(&capabilities)?;
+        }
+        if !Manners::of(&capabilities).fence {
+            tracing::warn!(
+                client_info = %capabilities.get(Capability::ClientInfo),
+                client_kill = %capabilities.get(Capability::ClientKill),
+                "no fence for replaced command connections: requests still queued on a lost \
+                 connection may run after newer ones (see docs/design.md, \"Fenced replacement\")"
+            );
+        }
         if let Some(ack) = self.replication.filter(ReplicaAck::is_fsynced) {
             check_fsync(&connection, &ack, self.connect_timeout).await?;
         }
@@ -394,13 +507,20 @@ impl RedisBackendBuilder {
         // pipeline with the announcement, and a redirect (`ASK` during a slot move) covers only
         // the pipeline's first command, so it could run twice.
         let native_delete = match self.kind {
-            LockKind::Fast if connection.coalesces() => {
-                NativeDelete::detect(&connection, self.connect_timeout).await
-            }
+            LockKind::Fast if connection.coalesces() => NativeDelete::of(&capabilities),
             LockKind::Fast | LockKind::Reentrant => NativeDelete::None,
         };
+        log_capabilities(&capabilities);
         let notifications = match (self.notifications, listen) {
             (NotificationMode::Polling(every), _) => Notifications::polling(every),
+            (NotificationMode::PubSub, _) if !capabilities.supports(Capability::Subscribe) => {
+                tracing::warn!(
+                    subscribe = %capabilities.get(Capability::Subscribe),
+                    every = ?DEFAULT_POLL_INTERVAL,
+                    "the server does not let waiters subscribe to release messages: they poll"
+                );
+                Notifications::polling(DEFAULT_POLL_INTERVAL)
+            }
             (NotificationMode::PubSub, Listen::Plain(client)) => {
                 Notifications::pubsub(&client, self.command_timeout, DEFAULT_POLL_INTERVAL)
             }
@@ -424,10 +544,17 @@ impl RedisBackendBuilder {
             ),
         };
         Ok(RedisBackend::new(
-            Calls::new(connection, self.command_timeout, announce, self.replication),
+            Calls::new(
+                connection,
+                self.command_timeout,
+                announce,
+                self.replication,
+                self.keep_fencing_counters,
+            ),
             notifications,
             self.kind,
             native_delete,
+            capabilities,
         ))
     }
 }
@@ -694,6 +821,68 @@ impl RedisBackend {
 }
 
 /// Whether the server can wait for append-only-file fsyncs (`WAITAOF`, Redis 7.2+ and
+/// Refuses a server that runs no scripts: every lock kind needs them (the reentrant lock for
+/// every call, the fast lock for renewals, fencing and its cleanup).
+///
+/// # Errors
+///
+/// [`Error::NotPermitted`] when the ACL refuses `EVAL`, [`Error::Unsupported`] when the
+/// server (or a proxy) does not run scripts at all; either names what is missing.
+fn needs_scripts(capabilities: &Capabilities, kind: LockKind) -> Result<()> {
+    if capabilities.runs_scripts() {
+        return Ok(());
+    }
+    let missing: Vec<String> = [Capability::Eval, Capability::EvalSha]
+        .into_iter()
+        .map(|capability| format!("{capability}: {}", capabilities.get(capability)))
+        .collect();
+    if let Support::NotPermitted(_) = capabilities.get(Capability::Eval) {
+        return Err(Error::NotPermitted(
+            format!("{} (every lock needs +eval +evalsha)", missing.join("; ")).into(),
+        ));
+    }
+    Err(Error::Unsupported {
+        needs: format!("the {kind:?} lock (Lua scripts)"),
+        missing,
+    })
+}
+
+/// Refuses replica acknowledgement on a server that will not run `WAIT`: every grant would
+/// be given back.
+///
+/// # Errors
+///
+/// [`Error::NotPermitted`] when the ACL refuses it, [`Error::Unsupported`] when the server (or
+/// a proxy) does not know it or hangs up on it.
+fn needs_wait(capabilities: &Capabilities) -> Result<()> {
+    let wait = capabilities.get(Capability::Wait);
+    match wait {
+        Support::Yes | Support::NotProbed => Ok(()),
+        Support::NotPermitted(refusal) => Err(Error::NotPermitted(
+            format!("{refusal} (replica acknowledgement needs +wait)").into(),
+        )),
+        other => Err(Error::Unsupported {
+            needs: "replica acknowledgement (ReplicaAck)".into(),
+            missing: vec![format!("WAIT: {other}")],
+        }),
+    }
+}
+
+/// Logs what the probe found, once per backend: what is missing at `info`, the whole table at
+/// `debug`.
+fn log_capabilities(capabilities: &Capabilities) {
+    let missing: Vec<String> = capabilities
+        .missing()
+        .into_iter()
+        .map(|capability| format!("{capability}: {}", capabilities.get(capability)))
+        .collect();
+    let server = capabilities
+        .server()
+        .map(|server| format!("{} {} ({})", server.name, server.version, server.mode));
+    tracing::info!(?server, ?missing, "server capabilities probed");
+    tracing::debug!("server capabilities:\n{capabilities}");
+}
+
 /// Valkey, with `appendonly yes`), asked with a 1 ms `WAITAOF 1 0 1` as Redisson probes.
 ///
 /// # Errors

@@ -14,6 +14,7 @@ use crate::call::Calls;
 use crate::connection::pubsub::Notifications;
 use crate::kind::fast::{self, NativeDelete};
 use crate::kind::{reentrant, scripted};
+use crate::wire::capabilities::Capabilities;
 use crate::wire::description::{Layout, LockDescription, LockList, is_derived_key};
 use crate::wire::keys;
 
@@ -24,6 +25,8 @@ struct Inner {
     kind: LockKind,
     /// How the fast lock is given back on this server.
     native_delete: NativeDelete,
+    /// What the server answered the capability probe when connecting.
+    capabilities: Capabilities,
 }
 
 /// A lock store on one Redis or Valkey node, with Redisson's `RLock` layout.
@@ -67,6 +70,7 @@ impl RedisBackend {
         notifications: Notifications,
         kind: LockKind,
         native_delete: NativeDelete,
+        capabilities: Capabilities,
     ) -> RedisBackend {
         RedisBackend {
             inner: Arc::new(Inner {
@@ -75,6 +79,7 @@ impl RedisBackend {
                 notifications,
                 kind,
                 native_delete,
+                capabilities,
             }),
         }
     }
@@ -99,6 +104,27 @@ impl RedisBackend {
     #[must_use]
     pub fn lock_kind(&self) -> LockKind {
         self.inner.kind
+    }
+
+    /// What the server (or the proxy in front of it) answered the capability probe when the
+    /// backend connected: which commands it runs, refuses, does not know or hangs up on, and
+    /// so which degradations this backend chose (see `docs/deployments.md`).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use lock_redis::{Capability, RedisBackend};
+    ///
+    /// # async fn demo() -> Result<(), lock_core::Error> {
+    /// let backend = RedisBackend::connect("redis://127.0.0.1:6379/").await?;
+    /// println!("{}", backend.capabilities());
+    /// assert!(backend.capabilities().supports(Capability::EvalSha));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.inner.capabilities
     }
 
     /// Everything the server holds for the name `name`, in one atomic read, whichever kind of

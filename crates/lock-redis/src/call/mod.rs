@@ -37,6 +37,9 @@ pub(crate) struct Calls {
     /// With replicas to wait for on a connection that does not share pipelines (a cluster):
     /// one acknowledged write in flight at a time (see [`Calls::new`]).
     wait_gate: Option<tokio::sync::Semaphore>,
+    /// Fencing counters are kept for good instead of expiring once the server's clock has
+    /// passed their last token (see `docs/redis-layout.md`).
+    keep_fencing_counters: bool,
 }
 
 impl Calls {
@@ -45,6 +48,7 @@ impl Calls {
         command_timeout: Duration,
         announce: Announce,
         replication: Option<ReplicaAck>,
+        keep_fencing_counters: bool,
     ) -> Self {
         // With replicas to wait for, one `WAIT` at a time: a `WAIT` holds its connection on the
         // server until it answers, so a call behind two of them could miss its deadline while
@@ -65,6 +69,18 @@ impl Calls {
             announce,
             replication,
             wait_gate,
+            keep_fencing_counters,
+        }
+    }
+
+    /// The acquire scripts' fencing argument: `0` for no token, `1` for a token whose counter
+    /// expires once the clock has passed it (and a lease more), `k` for one whose counter is
+    /// kept.
+    pub(crate) fn token_flag(&self, fencing: bool) -> &'static str {
+        match (fencing, self.keep_fencing_counters) {
+            (false, _) => "0",
+            (true, false) => "1",
+            (true, true) => "k",
         }
     }
 
@@ -217,7 +233,7 @@ impl Calls {
         let connection = &self.connection;
         let link = self.link_by(deadline, timeout).await?;
         let nonce = connection.next_request_id();
-        pipeline.cmd("PING").arg(nonce);
+        pipeline.add_command(connection.echo(nonce));
         let count = pipeline.len();
         let sent = connection.send_pipeline(&link, &pipeline);
         let mut replies = match tokio::time::timeout_at(deadline, sent).await {

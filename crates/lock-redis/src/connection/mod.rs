@@ -6,6 +6,8 @@ pub(crate) mod alignment;
 #[cfg(feature = "cluster")]
 pub(crate) mod cluster;
 pub(crate) mod deferred;
+pub(crate) mod manners;
+pub(crate) mod probe;
 pub(crate) mod pubsub;
 pub(crate) mod scan;
 #[cfg(feature = "sentinel")]
@@ -28,9 +30,11 @@ use self::alignment::Alignment;
 #[cfg(feature = "cluster")]
 use self::cluster::Cluster;
 use self::deferred::Deferred;
+pub(crate) use self::manners::Manners;
 #[cfg(feature = "cluster")]
 use self::slot_owners::SlotOwners;
 use self::standalone::Standalone;
+use crate::wire::capabilities::Echo;
 
 /// The command connection of one backend: the seam where the server's topology is hidden from
 /// the lock calls above it.
@@ -77,7 +81,11 @@ use self::standalone::Standalone;
 ///   connect timeout), until one is published or the backend is dropped. A caller waiting for
 ///   a link hurries the next attempt. Callers bound their waits with their own timeouts.
 /// - **Scripts preloaded.** Each new link loads every lock script into the server's cache
-///   (best effort); a call that meets `NOSCRIPT` sends its script whole.
+///   (best effort, where the capability probe found `SCRIPT LOAD`); a call that meets
+///   `NOSCRIPT` sends its script whole.
+/// - **Manners.** A standalone link asks the server only what the probe found it answers
+///   ([`Manners`]): no `CLIENT INFO` (so no fence) and no preloading where they are missing,
+///   and request ids echoed by a one-line script where `PING <id>` is.
 ///
 /// Sentinel is not a kind of its own: a standalone connection whose [`source::Source`] looks the
 /// primary up for each new link (see `sentinel_watch` for `+switch-master`).
@@ -120,10 +128,11 @@ impl Connection {
     /// As for connecting: a connection error, a timeout, or refused credentials.
     pub(crate) async fn standalone(
         source: source::Source,
+        manners: Manners,
         connect_timeout: Duration,
         command_timeout: Duration,
     ) -> Result<Connection> {
-        Standalone::connect(source, connect_timeout, command_timeout)
+        Standalone::connect(source, manners, connect_timeout, command_timeout)
             .await
             .map(Connection::Standalone)
     }
@@ -194,6 +203,16 @@ impl Connection {
             Connection::Standalone(standalone) => standalone.node().map(|node| node.to_string()),
             #[cfg(feature = "cluster")]
             Connection::Cluster(cluster) => cluster.node_of(route),
+        }
+    }
+
+    /// The command that echoes request id `id` (see [`Manners::echo`]); a cluster's nodes
+    /// always answer `PING <id>`.
+    pub(crate) fn echo(&self, id: u64) -> Cmd {
+        match self {
+            Connection::Standalone(standalone) => standalone.echo(id),
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(_) => Echo::Ping.command(id),
         }
     }
 

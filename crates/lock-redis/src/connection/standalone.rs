@@ -36,6 +36,7 @@ use tokio::sync::{Notify, oneshot, watch};
 
 use crate::connection::alignment::Alignment;
 use crate::connection::deferred::Deferred;
+use crate::connection::manners::Manners;
 use crate::connection::source::Source;
 use crate::wire::errors::{map_error, refused_for_now};
 use crate::wire::reply::echoes;
@@ -109,6 +110,7 @@ enum NotPublished {
 struct Shared {
     source: Source,
     config: AsyncConnectionConfig,
+    manners: Manners,
     /// The limit for one replacement attempt.
     attempt_timeout: Duration,
     current: Mutex<Current>,
@@ -137,6 +139,7 @@ impl Standalone {
     /// most `connect_timeout`): an attempt is a handful of round trips.
     pub(crate) async fn connect(
         source: Source,
+        manners: Manners,
         connect_timeout: Duration,
         command_timeout: Duration,
     ) -> Result<Standalone> {
@@ -145,7 +148,7 @@ impl Standalone {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(connect_timeout))
             .set_response_timeout(None);
-        let mut link = tokio::time::timeout(connect_timeout, establish(&source, &config))
+        let mut link = tokio::time::timeout(connect_timeout, establish(&source, &config, manners))
             .await
             .map_err(|_| Error::Timeout {
                 after: connect_timeout,
@@ -161,6 +164,7 @@ impl Standalone {
             shared: Arc::new(Shared {
                 source,
                 config,
+                manners,
                 attempt_timeout: (command_timeout * 2).min(connect_timeout),
                 current: Mutex::new(Current {
                     link: Some(Arc::new(link)),
@@ -201,6 +205,11 @@ impl Standalone {
         if let Some(link) = self.ready() {
             self.discard(&link, why);
         }
+    }
+
+    /// The command that echoes request id `id`.
+    pub(crate) fn echo(&self, id: u64) -> Cmd {
+        self.shared.manners.echo.command(id)
     }
 
     /// A fresh request id.
@@ -387,8 +396,7 @@ impl Standalone {
     /// (or silent) is discarded.
     pub(crate) async fn in_step(&self, link: &Arc<Link>) -> Alignment {
         let nonce = self.next_nonce();
-        let mut ping = redis::cmd("PING");
-        ping.arg(nonce);
+        let ping = self.shared.manners.echo.command(nonce);
         let step = Alignment::of_ping(self.send(link, &ping).await.ok(), nonce);
         if matches!(step, Alignment::Broken) {
             self.discard(link, "out of step");
@@ -462,9 +470,10 @@ async fn replace(flag: ReplacingFlag) {
         };
         if attempts.len() < MAX_ATTEMPTS && tokio::time::Instant::now() >= next_start {
             let (source, config) = (strong.source.clone(), strong.config.clone());
+            let manners = strong.manners;
             let attempt_timeout = strong.attempt_timeout;
             attempts.push(async move {
-                tokio::time::timeout(attempt_timeout, establish(&source, &config))
+                tokio::time::timeout(attempt_timeout, establish(&source, &config, manners))
                     .await
                     .unwrap_or(Err(Error::Timeout {
                         after: attempt_timeout,
@@ -596,8 +605,13 @@ fn passes(error: &redis::ServerError, source: &Source) -> bool {
     refused_for_now(Some(code)) || code == "OOM" || (code == "READONLY" && source.follows_primary())
 }
 
-/// Connects, learns how the server names this client, and loads the scripts.
-async fn establish(source: &Source, config: &AsyncConnectionConfig) -> Result<Link> {
+/// Connects, learns how the server names this client, and loads the scripts (each as far as
+/// `manners` allow).
+async fn establish(
+    source: &Source,
+    config: &AsyncConnectionConfig,
+    manners: Manners,
+) -> Result<Link> {
     let client = source
         .client()
         .await
@@ -607,21 +621,27 @@ async fn establish(source: &Source, config: &AsyncConnectionConfig) -> Result<Li
         .await
         .map_err(|error| map_error(&error, Duration::ZERO))?;
     let node = client.get_connection_info().addr().to_string().into();
-    let identity = match redis::cmd("CLIENT")
-        .arg("INFO")
-        .query_async::<String>(&mut connection)
-        .await
-    {
-        Ok(info) => parse_client_info(&info),
-        Err(error) if lacks_right(&error) => {
-            tracing::warn!(%error, "CLIENT INFO refused; connection replacements will not be fenced");
-            None
+    let identity = if !manners.fence {
+        None
+    } else {
+        match redis::cmd("CLIENT")
+            .arg("INFO")
+            .query_async::<String>(&mut connection)
+            .await
+        {
+            Ok(info) => parse_client_info(&info),
+            Err(error) if lacks_right(&error) => {
+                tracing::warn!(%error, "CLIENT INFO refused; connection replacements will not be fenced");
+                None
+            }
+            // Busy, loading, a broken connection: try again with another connection.
+            Err(error) => return Err(map_error(&error, Duration::ZERO)),
         }
-        // Busy, loading, a broken connection: try again with another connection.
-        Err(error) => return Err(map_error(&error, Duration::ZERO)),
     };
     may_ping(&mut connection).await?;
-    preload_scripts(&connection).await;
+    if manners.preload {
+        preload_scripts(&connection).await;
+    }
     Ok(Link {
         connection,
         node,
@@ -637,10 +657,14 @@ async fn establish(source: &Source, config: &AsyncConnectionConfig) -> Result<Li
 ///
 /// # Errors
 ///
-/// [`Error::NotPermitted`] when the server refuses `PING` with `NOPERM`. Any other answer is
-/// left to the calls (a busy or loading server refuses everything for a while).
+/// [`Error::NotPermitted`] when the server refuses `PING` with `NOPERM`; the connection's
+/// error when no answer comes at all. Any other error reply is left to the calls (a busy or
+/// loading server refuses everything for a while).
 async fn may_ping(connection: &mut MultiplexedConnection) -> Result<()> {
     match redis::cmd("PING").query_async::<Value>(connection).await {
+        // No answer at all: the link is no good (it used to be found out by `CLIENT INFO`,
+        // which a server the probe found without it is not asked).
+        Err(error) if error.code().is_none() => Err(map_error(&error, Duration::ZERO)),
         Err(error) => refused_right(&error, "+ping").map_or(Ok(()), Err),
         Ok(_) => Ok(()),
     }

@@ -43,7 +43,7 @@ pub(crate) async fn try_acquire(
                     .arg(&values)
                     .arg(millis(request.lease))
                     .arg(request.owner_field)
-                    .arg(if request.fencing { "1" } else { "0" })
+                    .arg(calls.token_flag(request.fencing))
                     .arg(value)
                     .arg(&channel)
                     .arg(calls.announce().arg());

@@ -42,7 +42,7 @@ pub(crate) async fn try_acquire(
                     .arg(&token_key)
                     .arg(millis(request.lease))
                     .arg(request.owner_field)
-                    .arg(if request.fencing { "1" } else { "0" })
+                    .arg(calls.token_flag(request.fencing))
                     .arg(if request.waits { "1" } else { "0" })
                     .arg(millis(QUEUE_TIMEOUT));
             },

@@ -18,10 +18,10 @@ use lock_core::{
 use redis::{Cmd, Value};
 
 use crate::call::{Acknowledged, Calls};
-use crate::connection::Connection;
 use crate::connection::deferred::Deferred;
 use crate::kind::{replicated, scripted};
 use crate::wire::announce::Announce;
+use crate::wire::capabilities::{Capabilities, Capability};
 use crate::wire::errors::map_error;
 use crate::wire::keys;
 use crate::wire::reply::{acquire_outcome, millis, ttl_from_pttl};
@@ -42,20 +42,15 @@ pub(crate) enum NativeDelete {
 }
 
 impl NativeDelete {
-    /// Asks the server which commands it has (`COMMAND INFO`). Falls back to the script when
-    /// the server will not say.
-    pub(crate) async fn detect(connection: &Connection, timeout: Duration) -> NativeDelete {
-        let mut info = redis::cmd("COMMAND");
-        info.arg("INFO").arg("DELIFEQ").arg("DELEX");
-        let link = connection.current().await;
-        let reply = tokio::time::timeout(timeout, connection.ask(&link, &info)).await;
-        match reply {
-            Ok(Ok(Value::Array(found))) => match found.as_slice() {
-                [delifeq, _] if !matches!(delifeq, Value::Nil) => NativeDelete::DelIfEq,
-                [_, delex] if !matches!(delex, Value::Nil) => NativeDelete::DelExIfEq,
-                _ => NativeDelete::None,
-            },
-            _ => NativeDelete::None,
+    /// The server's compare-and-delete as the capability probe found it (the probe runs
+    /// each on a missing key, so an ACL that refuses it shows as well as a server without it).
+    pub(crate) fn of(capabilities: &Capabilities) -> NativeDelete {
+        if capabilities.get(Capability::DelIfEq).is_yes() {
+            NativeDelete::DelIfEq
+        } else if capabilities.get(Capability::DelEx).is_yes() {
+            NativeDelete::DelExIfEq
+        } else {
+            NativeDelete::None
         }
     }
 }
@@ -88,7 +83,8 @@ async fn acquire_once(
                     .arg(request.name)
                     .arg(&token_key)
                     .arg(millis(request.lease))
-                    .arg(request.owner_field);
+                    .arg(request.owner_field)
+                    .arg(calls.token_flag(true));
             })
             .await?;
         return Ok((acquire_outcome(&reply, true)?, acknowledged));

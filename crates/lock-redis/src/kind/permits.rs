@@ -46,7 +46,7 @@ pub(crate) async fn try_acquire(
                     .arg(request.owner_field)
                     .arg(&channel)
                     .arg(calls.announce().arg())
-                    .arg(if request.fencing { "1" } else { "0" });
+                    .arg(calls.token_flag(request.fencing));
             },
         )
         .await?;

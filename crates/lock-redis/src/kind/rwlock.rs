@@ -87,7 +87,7 @@ pub(crate) async fn try_acquire(
                     .arg(millis(request.lease))
                     .arg(first)
                     .arg(second)
-                    .arg(if request.fencing { "1" } else { "0" });
+                    .arg(calls.token_flag(request.fencing));
                 if let Side::Write { prefer } = side {
                     // The request id follows; the writer's preference and its place's length
                     // come before it.

@@ -4,7 +4,7 @@
 -- so an acquire never half-writes under OOM.
 -- KEYS[1] lock hash, KEYS[2] fencing counter
 -- ARGV[1] lease in ms (set on a first hold; on a re-entry only if longer than what is left),
--- ARGV[2] owner field, ARGV[3] '1' to hand out a fencing token, ARGV[4] request id
+-- ARGV[2] owner field, ARGV[3] '1' to hand out a fencing token ('k': and keep its counter), ARGV[4] request id
 -- Returns {request id, 1, hold count, token or 0} when granted, {request id, 0, pttl} when held
 -- by someone else. (Every script echoes the request id first, so the client can tell its reply
 -- from another request's.)
@@ -13,7 +13,7 @@
 -- The token comes before any write: if its key is unusable (WRONGTYPE), the script fails
 -- before writing.
 local function next_token()
-    if ARGV[3] ~= '1' then
+    if ARGV[3] ~= '1' and ARGV[3] ~= 'k' then
         return 0
     end
     -- The next token is the counter + 1, but never below the server's clock in microseconds:
@@ -26,7 +26,16 @@ local function next_token()
     if token < now then
         token = now
     end
-    redis.call('set', KEYS[2], string.format('%.0f', token))
+    -- The counter lives until the server clock has passed the token, and one lease more
+    -- ('1'): after that a lost counter changes nothing, as the next token is floored at
+    -- the clock. 'k' keeps it for good (Redisson's fenced lock shares it: its INCR would
+    -- start again at 1).
+    if ARGV[3] == 'k' then
+        redis.call('set', KEYS[2], string.format('%.0f', token))
+    else
+        redis.call('set', KEYS[2], string.format('%.0f', token), 'PX',
+            math.floor((token - now) / 1000) + tonumber(ARGV[1]) + 1)
+    end
     return token
 end
 

@@ -3,13 +3,13 @@
 -- first hold, record the leader's value with it, in the hash `distlock_leader:{name}`
 -- {owner field -> value} that lives and is renewed with the lock, and announce the new leader.
 -- KEYS[1] lock hash, KEYS[2] fencing counter (the term), KEYS[3] leader values
--- ARGV[1] lease in ms, ARGV[2] owner field, ARGV[3] '1' to hand out a fencing token, ARGV[4] the
+-- ARGV[1] lease in ms, ARGV[2] owner field, ARGV[3] '1' to hand out a fencing token ('k': and keep its counter), ARGV[4] the
 -- value, ARGV[5] the election's channel, ARGV[6] how to announce ('p', 's', 'b'), ARGV[7]
 -- request id
 -- Returns {request id, 1, hold count, token or 0} when granted, {request id, 0, pttl} otherwise.
 
 local function next_token()
-    if ARGV[3] ~= '1' then
+    if ARGV[3] ~= '1' and ARGV[3] ~= 'k' then
         return 0
     end
     local time = redis.call('time')
@@ -18,7 +18,16 @@ local function next_token()
     if token < now then
         token = now
     end
-    redis.call('set', KEYS[2], string.format('%.0f', token))
+    -- The counter lives until the server clock has passed the token, and one lease more
+    -- ('1'): after that a lost counter changes nothing, as the next token is floored at
+    -- the clock. 'k' keeps it for good (Redisson's fenced lock shares it: its INCR would
+    -- start again at 1).
+    if ARGV[3] == 'k' then
+        redis.call('set', KEYS[2], string.format('%.0f', token))
+    else
+        redis.call('set', KEYS[2], string.format('%.0f', token), 'PX',
+            math.floor((token - now) / 1000) + tonumber(ARGV[1]) + 1)
+    end
     return token
 end
 

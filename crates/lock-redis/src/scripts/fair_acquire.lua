@@ -4,7 +4,7 @@
 -- `redisson_lock_timeout:{name}` of their queue deadlines in Unix ms), with the deadlines taken
 -- from the server's clock (Redisson's clients use their own).
 -- KEYS[1] lock hash, KEYS[2] queue, KEYS[3] deadlines, KEYS[4] fencing counter
--- ARGV[1] lease in ms, ARGV[2] owner field, ARGV[3] '1' to hand out a fencing token, ARGV[4]
+-- ARGV[1] lease in ms, ARGV[2] owner field, ARGV[3] '1' to hand out a fencing token ('k': and keep its counter), ARGV[4]
 -- '1' when the caller waits (queue it), ARGV[5] how long a waiter stays queued without trying
 -- again, in ms, ARGV[6] request id
 -- Returns {request id, 1, hold count, token or 0} when granted, {request id, 0, ms to wait at
@@ -15,7 +15,7 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local keep_queued = tonumber(ARGV[5])
 
 local function next_token()
-    if ARGV[3] ~= '1' then
+    if ARGV[3] ~= '1' and ARGV[3] ~= 'k' then
         return 0
     end
     local micros = tonumber(time[1]) * 1000000 + tonumber(time[2])
@@ -23,7 +23,16 @@ local function next_token()
     if token < micros then
         token = micros
     end
-    redis.call('set', KEYS[4], string.format('%.0f', token))
+    -- The counter lives until the server clock has passed the token, and one lease more
+    -- ('1'): after that a lost counter changes nothing, as the next token is floored at
+    -- the clock. 'k' keeps it for good (Redisson's fenced lock shares it: its INCR would
+    -- start again at 1).
+    if ARGV[3] == 'k' then
+        redis.call('set', KEYS[4], string.format('%.0f', token))
+    else
+        redis.call('set', KEYS[4], string.format('%.0f', token), 'PX',
+            math.floor((token - micros) / 1000) + tonumber(ARGV[1]) + 1)
+    end
     return token
 end
 

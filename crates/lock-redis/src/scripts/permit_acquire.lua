@@ -4,7 +4,7 @@
 -- end of its lease in Unix ms). Leases are judged by the server's clock.
 -- KEYS[1] count, KEYS[2] permits out, KEYS[3] fencing counter
 -- ARGV[1] lease in ms, ARGV[2] owner field, ARGV[3] the semaphore's channel, ARGV[4] how to
--- announce ('p' PUBLISH, 's' SPUBLISH, 'b' both), ARGV[5] '1' to hand out a fencing token,
+-- announce ('p' PUBLISH, 's' SPUBLISH, 'b' both), ARGV[5] '1' to hand out a fencing token ('k': and keep its counter),
 -- ARGV[6] request id
 -- Returns {request id, 1, the owner's permits, token or 0} when granted, {request id, 0, ms
 -- until the nearest permit's lease ends, or -1 when no permit out has a lease} otherwise.
@@ -45,14 +45,23 @@ if available == nil or available < 1 then
 end
 
 local token = 0
-if ARGV[5] == '1' then
+if ARGV[5] == '1' or ARGV[5] == 'k' then
     -- As acquire.lua: the counter + 1, never below the server's clock in microseconds.
     local micros = tonumber(time[1]) * 1000000 + tonumber(time[2])
     token = (tonumber(redis.call('get', KEYS[3])) or 0) + 1
     if token < micros then
         token = micros
     end
-    redis.call('set', KEYS[3], string.format('%.0f', token))
+    -- The counter lives until the server clock has passed the token, and one lease more
+    -- ('1'): after that a lost counter changes nothing, as the next token is floored at
+    -- the clock. 'k' keeps it for good (Redisson's fenced lock shares it: its INCR would
+    -- start again at 1).
+    if ARGV[5] == 'k' then
+        redis.call('set', KEYS[3], string.format('%.0f', token))
+    else
+        redis.call('set', KEYS[3], string.format('%.0f', token), 'PX',
+            math.floor((token - micros) / 1000) + tonumber(ARGV[1]) + 1)
+    end
 end
 
 local prefix = ARGV[2] .. ':'

@@ -5,13 +5,13 @@
 -- KEYS[1] lock hash, KEYS[2] fencing counter, KEYS[3] writers waiting (writer-preferring ones,
 -- scored by the deadline of their place in Unix ms)
 -- ARGV[1] lease in ms, ARGV[2] owner field, ARGV[3] the owner's write field, ARGV[4] '1' to hand
--- out a fencing token, ARGV[5] request id
+-- out a fencing token ('k': and keep its counter), ARGV[5] request id
 -- Returns {request id, 1, read hold count, token or 0} when granted (free, read mode, or a
 -- downgrade: write mode held by this owner), {request id, 0, ms to wait at most} otherwise.
 -- While a writer-preferring writer waits, an owner holding nothing gets no read hold.
 
 local function next_token()
-    if ARGV[4] ~= '1' then
+    if ARGV[4] ~= '1' and ARGV[4] ~= 'k' then
         return 0
     end
     -- As acquire.lua: the counter + 1, never below the server's clock in microseconds.
@@ -21,7 +21,16 @@ local function next_token()
     if token < now then
         token = now
     end
-    redis.call('set', KEYS[2], string.format('%.0f', token))
+    -- The counter lives until the server clock has passed the token, and one lease more
+    -- ('1'): after that a lost counter changes nothing, as the next token is floored at
+    -- the clock. 'k' keeps it for good (Redisson's fenced lock shares it: its INCR would
+    -- start again at 1).
+    if ARGV[4] == 'k' then
+        redis.call('set', KEYS[2], string.format('%.0f', token))
+    else
+        redis.call('set', KEYS[2], string.format('%.0f', token), 'PX',
+            math.floor((token - now) / 1000) + tonumber(ARGV[1]) + 1)
+    end
     return token
 end
 

@@ -3,7 +3,7 @@
 -- rw_read_acquire.lua).
 -- KEYS[1] lock hash, KEYS[2] fencing counter, KEYS[3] writers waiting (writer-preferring ones)
 -- ARGV[1] lease in ms, ARGV[2] the owner's write field, ARGV[3] the owner field (its read holds),
--- ARGV[4] '1' to hand out a fencing token, ARGV[5] '1' when the writer is writer-preferring and
+-- ARGV[4] '1' to hand out a fencing token ('k': and keep its counter), ARGV[5] '1' when the writer is writer-preferring and
 -- waits (it then records itself as waiting: new readers hold back), ARGV[6] how long its place
 -- lasts without it trying again, in ms, ARGV[7] request id
 -- Returns {request id, 1, write hold count, token or 0} when granted (free, or a re-entry),
@@ -11,7 +11,7 @@
 -- nothing changed), {request id, 0, ms to wait at most} otherwise.
 
 local function next_token()
-    if ARGV[4] ~= '1' then
+    if ARGV[4] ~= '1' and ARGV[4] ~= 'k' then
         return 0
     end
     local time = redis.call('time')
@@ -20,7 +20,16 @@ local function next_token()
     if token < now then
         token = now
     end
-    redis.call('set', KEYS[2], string.format('%.0f', token))
+    -- The counter lives until the server clock has passed the token, and one lease more
+    -- ('1'): after that a lost counter changes nothing, as the next token is floored at
+    -- the clock. 'k' keeps it for good (Redisson's fenced lock shares it: its INCR would
+    -- start again at 1).
+    if ARGV[4] == 'k' then
+        redis.call('set', KEYS[2], string.format('%.0f', token))
+    else
+        redis.call('set', KEYS[2], string.format('%.0f', token), 'PX',
+            math.floor((token - now) / 1000) + tonumber(ARGV[1]) + 1)
+    end
     return token
 end
 

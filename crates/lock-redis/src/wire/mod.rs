@@ -3,6 +3,7 @@
 //! asked after a write, reply decoding, and error mapping. Knows nothing of connections.
 
 pub(crate) mod announce;
+pub(crate) mod capabilities;
 pub(crate) mod description;
 pub(crate) mod errors;
 pub mod keys;

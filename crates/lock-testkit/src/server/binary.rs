@@ -42,6 +42,11 @@ pub(super) fn resolve_binary(explicit: Option<&Path>) -> Result<PathBuf, ServerE
 }
 
 /// A path containing a separator is taken as is; a bare name is looked up on `PATH`.
+pub(super) fn lookup_binary(name: &OsStr) -> Option<PathBuf> {
+    lookup(name)
+}
+
+/// As [`lookup_binary`].
 fn lookup(name: &OsStr) -> Option<PathBuf> {
     let path = Path::new(name);
     if path.components().count() > 1 || path.is_absolute() {

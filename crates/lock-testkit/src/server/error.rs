@@ -21,6 +21,15 @@ pub enum ServerError {
         /// What was looked for, e.g. `redis-server and valkey-server on PATH`.
         searched: String,
     },
+    /// No twemproxy binary could be found ([`Twemproxy`](crate::Twemproxy)).
+    #[error(
+        "no twemproxy binary found (looked for {searched}): install it with \
+         `sudo apt-get install nutcracker` (Debian/Ubuntu), or set DISTLOCK_NUTCRACKER=/path/to/nutcracker"
+    )]
+    TwemproxyNotFound {
+        /// What was looked for.
+        searched: String,
+    },
     /// The server process (or `<binary> --version`) could not be spawned.
     #[error("failed to spawn the Redis server process: {0}")]
     Spawn(#[source] io::Error),

@@ -28,9 +28,11 @@ mod probe;
 mod process;
 mod signals;
 mod spawn;
+mod twemproxy;
 
 pub use binary::{SERVER_BINARY_ENV, find_server_binary};
 pub use client_info::ClientInfo;
 pub use error::ServerError;
 pub use options::ServerOptions;
 pub use process::RedisServer;
+pub use twemproxy::{TWEMPROXY_BINARY_ENV, Twemproxy, find_twemproxy_binary};

@@ -11,13 +11,13 @@ static PORTS_IN_USE: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 
 /// Free loopback ports, reserved in [`PORTS_IN_USE`] until dropped.
 #[derive(Debug)]
-pub(super) struct PortReservation {
-    pub(super) ports: Vec<u16>,
+pub(crate) struct PortReservation {
+    pub(crate) ports: Vec<u16>,
 }
 
 impl PortReservation {
     /// Reserves `count` distinct free ports.
-    pub(super) fn new(count: usize) -> io::Result<Self> {
+    pub(crate) fn new(count: usize) -> io::Result<Self> {
         let mut in_use = PORTS_IN_USE.lock().unwrap_or_else(PoisonError::into_inner);
         // Keep every listener open until done so the OS hands out distinct ports.
         let mut listeners = Vec::new();
