@@ -6,6 +6,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use lock_testkit::restrictions::{RESTRICTIONS, restricted_user};
 use lock_testkit::{
     FailoverMode, RedisCluster, RedisServer, SentinelGroup, ServerError, ServerOptions, TestCerts,
     Twemproxy,
@@ -100,6 +101,19 @@ fn counts_exactly_through_twemproxy() {
     let proxy = Twemproxy::start(&[&server]).expect("start twemproxy (nutcracker)");
     let child = counter_sized(&["--url".into(), proxy.url()], "500", "1");
     assert_total(child, 500);
+}
+
+/// Under each restriction set of managed services that an ACL can express
+/// (`lock_testkit::restrictions`), one after the other on one server.
+#[test]
+fn counts_exactly_under_each_restriction_set() {
+    let server = RedisServer::start().expect("start redis-server");
+    for (index, restriction) in RESTRICTIONS.iter().enumerate() {
+        let url = restricted_user(&server, &format!("restricted{index}"), restriction.denied)
+            .expect("make the user");
+        eprintln!("{}:", restriction.name);
+        assert_total(counter_sized(&["--url".into(), url], "500", "1"), 500);
+    }
 }
 
 #[test]

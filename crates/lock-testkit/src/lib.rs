@@ -58,6 +58,7 @@ pub mod proxy;
 pub mod relock;
 pub mod replication;
 pub mod resource;
+pub mod restrictions;
 pub mod rw_conformance;
 pub mod schedule;
 pub mod semaphore_conformance;
