@@ -20,6 +20,7 @@ use crate::connection::{Connection, Manners, probe};
 use crate::kind::fast::NativeDelete;
 use crate::wire::announce::Announce;
 use crate::wire::capabilities::{Capabilities, Capability, Support};
+#[cfg(feature = "sentinel")]
 use crate::wire::errors::map_error;
 use crate::wire::replication::ReplicaAck;
 

@@ -34,6 +34,7 @@ pub(crate) use self::manners::Manners;
 #[cfg(feature = "cluster")]
 use self::slot_owners::SlotOwners;
 use self::standalone::Standalone;
+#[cfg(feature = "cluster")]
 use crate::wire::capabilities::Echo;
 
 /// The command connection of one backend: the seam where the server's topology is hidden from
