@@ -45,30 +45,21 @@ impl Side {
 }
 
 /// Idle lanes (nothing in line, held or owed) are kept, so a name locked over and over does
-/// not make its lane anew each time; once a shard has grown to this many lanes (or to twice
-/// what its last sweep left), making a new lane there first drops its idle ones.
-const KEEP_LANES: usize = 128;
-
-/// The lanes are split over this many shards, each behind its own lock: every call takes a
-/// lane's lock a few times (entering, its tally, leaving), and with one lock for all lanes the
-/// worker threads of a busy runtime would queue on it and pass its cache line back and forth.
-const SHARDS: usize = 8;
+/// not make its lane anew each time; once the map has grown to this many lanes (or to twice
+/// what the last sweep left), making a new lane first drops the idle ones.
+const KEEP_LANES: usize = 1024;
 
 /// The lines of one locker (and its clones; both sides of a read-write lock).
 pub(crate) struct OrderBook {
-    /// Hashes a (name, owner field) once per entry into a line; the shard and its map then
-    /// reuse that hash (see [`KeyHash`]).
-    hasher: RandomState,
-    shards: [Shard; SHARDS],
+    lanes: Mutex<Lanes>,
 }
 
-/// One shard of the lanes, alone on its cache lines (two shards' locks never share one).
-#[repr(align(128))]
-struct Shard(Mutex<Lanes>);
-
-/// The lanes of one shard by (name, owner field), and when to sweep the idle ones.
+/// The lanes by (name, owner field), and when to sweep the idle ones.
 struct Lanes {
-    map: HashMap<LaneKey, Lane, BuildHasherDefault<KeyHash>>,
+    map: HashMap<Arc<LaneKey>, Lane, BuildHasherDefault<KeyHash>>,
+    /// Hashes a (name, owner field) once per entry into a line; the map then reuses that hash
+    /// (see [`KeyHash`]).
+    hasher: RandomState,
     /// Sweep before making a lane once the map holds this many.
     sweep_at: usize,
     /// How many lanes carry a debt: while none does, a sweep skips the lapsed-debt check.
@@ -78,10 +69,10 @@ struct Lanes {
 /// The line and tallies of one (name, owner field).
 struct Lane {
     /// The lane's own key, handed to each place (one lookup per entry).
-    key: LaneKey,
+    key: Arc<LaneKey>,
     /// The places taken and not yet given up, in the order they were taken; the front one's
     /// call is the one that may run.
-    line: Line,
+    line: VecDeque<Waiting>,
     next_ticket: u64,
     tallies: [Tally; SIDES],
 }
@@ -91,71 +82,16 @@ struct Waiting {
     waker: Option<Waker>,
 }
 
-/// The places of one lane in the order they were taken. The front one is kept inline: most
-/// lanes never have two places at once, and a lane per call (a name locked once) then
-/// allocates nothing for its line.
-#[derive(Default)]
-struct Line {
-    front: Option<Waiting>,
-    /// The places behind the front one.
-    behind: VecDeque<Waiting>,
-}
-
-impl Line {
-    fn is_empty(&self) -> bool {
-        self.front.is_none()
-    }
-
-    /// Adds a place at the back; returns whether it is the front one.
-    fn push_back(&mut self, waiting: Waiting) -> bool {
-        if self.front.is_none() {
-            self.front = Some(waiting);
-            true
-        } else {
-            self.behind.push_back(waiting);
-            false
-        }
-    }
-
-    fn front_ticket(&self) -> Option<u64> {
-        self.front.as_ref().map(|waiting| waiting.ticket)
-    }
-
-    /// The place of `ticket`, if it is in line.
-    fn find_mut(&mut self, ticket: u64) -> Option<&mut Waiting> {
-        self.front
-            .iter_mut()
-            .chain(self.behind.iter_mut())
-            .find(|waiting| waiting.ticket == ticket)
-    }
-
-    /// Takes the place of `ticket` out of line; returns the next front place's waker if it
-    /// was the front one.
-    fn remove(&mut self, ticket: u64) -> Option<Waker> {
-        if self.front_ticket() == Some(ticket) {
-            self.front = self.behind.pop_front();
-            return self.front.as_mut().and_then(|next| next.waker.take());
-        }
-        let at = self.behind.iter().position(|w| w.ticket == ticket)?;
-        self.behind.remove(at);
-        None
-    }
-}
-
-/// The name followed by the owner field in one allocation (a short pair is joined on the stack
-/// first, so the `Arc` is the only allocation).
-fn joined(name: &str, field: &str) -> Arc<str> {
-    let mut buffer = [0u8; 256];
-    let len = name.len() + field.len();
-    if len > buffer.len() {
-        return Arc::from([name, field].concat());
-    }
-    buffer[..name.len()].copy_from_slice(name.as_bytes());
-    buffer[name.len()..len].copy_from_slice(field.as_bytes());
-    Arc::from(std::str::from_utf8(&buffer[..len]).expect("two strings in a row are one string"))
-}
-
 impl Lanes {
+    /// The pair to search the lanes with, hashed.
+    fn probe<'a>(&self, name: &'a str, field: &'a str) -> Probe<'a> {
+        Probe {
+            hash: self.hasher.hash_one((name, field)),
+            name,
+            field,
+        }
+    }
+
     /// Drops the idle lanes, after dropping the debts whose unseen grant has expired on the
     /// store.
     fn sweep(&mut self) {
@@ -177,7 +113,7 @@ impl Lanes {
     /// Runs `change` on a tally of the lane of `key`, keeping the count of indebted lanes.
     fn change_tally<R>(
         &mut self,
-        key: &LaneKey,
+        key: &Arc<LaneKey>,
         side: Side,
         change: impl FnOnce(&mut Tally) -> R,
     ) -> R {
@@ -298,13 +234,11 @@ pub(crate) struct Debt {
     rearmed: bool,
 }
 
-/// A lane's key: the lock name followed by the owner field, in one shared buffer (one
-/// allocation per lane: a name locked once makes a lane per call), and its hash.
-#[derive(Clone)]
+/// A lane's key: the lock name followed by the owner field, in one buffer, and its hash.
 struct LaneKey {
-    /// [`OrderBook::probe`]'s hash of the pair, made once when the lane is.
+    /// [`Lanes::probe`]'s hash of the pair, made once when the lane is.
     hash: u64,
-    text: Arc<str>,
+    text: Box<str>,
     name_len: usize,
 }
 
@@ -336,7 +270,7 @@ impl NameAndField for Probe<'_> {
     }
 }
 
-impl NameAndField for LaneKey {
+impl NameAndField for Arc<LaneKey> {
     fn name(&self) -> &str {
         &self.text[..self.name_len]
     }
@@ -402,7 +336,7 @@ impl PartialEq for LaneKey {
 
 impl Eq for LaneKey {}
 
-impl<'a> Borrow<dyn NameAndField + 'a> for LaneKey {
+impl<'a> Borrow<dyn NameAndField + 'a> for Arc<LaneKey> {
     fn borrow(&self) -> &(dyn NameAndField + 'a) {
         self
     }
@@ -411,35 +345,17 @@ impl<'a> Borrow<dyn NameAndField + 'a> for LaneKey {
 impl OrderBook {
     pub fn new() -> Arc<Self> {
         Arc::new(OrderBook {
-            hasher: RandomState::new(),
-            shards: std::array::from_fn(|_| {
-                Shard(Mutex::new(Lanes {
-                    map: HashMap::default(),
-                    sweep_at: KEEP_LANES,
-                    indebted: 0,
-                }))
+            lanes: Mutex::new(Lanes {
+                map: HashMap::default(),
+                hasher: RandomState::new(),
+                sweep_at: KEEP_LANES,
+                indebted: 0,
             }),
         })
     }
 
-    /// The pair to search the lanes with, hashed.
-    fn probe<'a>(&self, name: &'a str, field: &'a str) -> Probe<'a> {
-        Probe {
-            hash: self.hasher.hash_one((name, field)),
-            name,
-            field,
-        }
-    }
-
-    /// The lanes of the shard that keeps the pair of this hash. The shard is picked by bits
-    /// the map itself does not use: the bucket comes from the low bits, the control byte from
-    /// the top seven.
-    fn lanes(&self, hash: u64) -> MutexGuard<'_, Lanes> {
-        let shard = (hash >> 32) as usize % SHARDS;
-        self.shards[shard]
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+    fn lanes(&self) -> MutexGuard<'_, Lanes> {
+        self.lanes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Takes the next place in the line of (`name`, `field`), at once: the call it is for runs
@@ -453,21 +369,24 @@ impl OrderBook {
         side: Side,
         on_entry: impl FnOnce(&mut Tally),
     ) -> Place {
-        let borrowed = self.probe(name, field);
-        let mut lanes = self.lanes(borrowed.hash);
+        let mut lanes = self.lanes();
+        let borrowed = lanes.probe(name, field);
         if !lanes.map.contains_key(&borrowed as &dyn NameAndField) {
             if lanes.map.len() >= lanes.sweep_at {
                 lanes.sweep();
                 lanes.sweep_at = KEEP_LANES.max(lanes.map.len() * 2);
             }
-            let key = LaneKey {
+            let mut text = String::with_capacity(name.len() + field.len());
+            text.push_str(name);
+            text.push_str(field);
+            let key = Arc::new(LaneKey {
                 hash: borrowed.hash,
-                text: joined(name, field),
+                text: text.into_boxed_str(),
                 name_len: name.len(),
-            };
+            });
             let lane = Lane {
                 key: key.clone(),
-                line: Line::default(),
+                line: VecDeque::new(),
                 next_ticket: 0,
                 tallies: [Tally::default(); SIDES],
             };
@@ -480,7 +399,8 @@ impl OrderBook {
         let ticket = lane.next_ticket;
         lane.next_ticket += 1;
         // First in line: its turn has come, and `turn` need not look.
-        let front = lane.line.push_back(Waiting {
+        let front = lane.line.is_empty();
+        lane.line.push_back(Waiting {
             ticket,
             waker: None,
         });
@@ -502,45 +422,38 @@ impl OrderBook {
 
     /// Whether `field` owes a cleanup on `name` on `side` (a cheap look, out of turn).
     pub fn owes(&self, name: &str, field: &str, side: Side) -> bool {
-        let probe = self.probe(name, field);
-        self.lanes(probe.hash)
+        let lanes = self.lanes();
+        lanes
             .map
-            .get(&probe as &dyn NameAndField)
+            .get(&lanes.probe(name, field) as &dyn NameAndField)
             .is_some_and(|lane| lane.tallies[side.0].debt.is_some())
     }
 
     /// The guards of `field` on `name` alive on `side` in this process.
     pub fn live(&self, name: &str, field: &str, side: Side) -> u32 {
-        let probe = self.probe(name, field);
-        self.lanes(probe.hash)
+        let lanes = self.lanes();
+        lanes
             .map
-            .get(&probe as &dyn NameAndField)
+            .get(&lanes.probe(name, field) as &dyn NameAndField)
             .map_or(0, |lane| lane.tallies[side.0].live)
     }
 
     /// Whether every lane is idle: nothing in line, held or owed.
     #[cfg(test)]
     pub fn is_idle(&self) -> bool {
-        self.shards
-            .iter()
-            .all(|shard| shard.0.lock().unwrap().map.values().all(Lane::idle))
+        self.lanes().map.values().all(Lane::idle)
     }
 
     /// Whether any lane carries a debt.
     #[cfg(test)]
     pub fn has_debts(&self) -> bool {
-        self.shards
-            .iter()
-            .any(|shard| shard.0.lock().unwrap().map.values().any(Lane::has_debt))
+        self.lanes().map.values().any(Lane::has_debt)
     }
 
     /// How many lanes are kept.
     #[cfg(test)]
     pub fn lane_count(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|shard| shard.0.lock().unwrap().map.len())
-            .sum()
+        self.lanes().map.len()
     }
 }
 
@@ -552,7 +465,7 @@ impl OrderBook {
 /// that call (see `crate::shared`).
 pub(crate) struct Place {
     book: Arc<OrderBook>,
-    key: LaneKey,
+    key: Arc<LaneKey>,
     ticket: u64,
     side: Side,
     /// Known to be at the front of its line (set once it is: a place never moves back).
@@ -591,16 +504,17 @@ impl Place {
             if self.front.load(Ordering::Acquire) {
                 return Poll::Ready(());
             }
-            let mut lanes = self.book.lanes(self.key.hash);
+            let mut lanes = self.book.lanes();
             let lane = lanes
                 .map
                 .get_mut(&self.key)
                 .expect("a lane lives while a place in it does");
-            if lane.line.front_ticket() == Some(self.ticket) {
+            let front = lane.line.front().map(|waiting| waiting.ticket);
+            if front == Some(self.ticket) {
                 self.front.store(true, Ordering::Release);
                 return Poll::Ready(());
             }
-            if let Some(waiting) = lane.line.find_mut(self.ticket) {
+            if let Some(waiting) = lane.line.iter_mut().find(|w| w.ticket == self.ticket) {
                 match &mut waiting.waker {
                     Some(waker) if waker.will_wake(cx.waker()) => {}
                     slot => *slot = Some(cx.waker().clone()),
@@ -613,15 +527,13 @@ impl Place {
     /// Reads or changes this side's tally. Meant for the place's turn: only then is `stored`
     /// the store's count.
     pub fn tally<R>(&self, change: impl FnOnce(&mut Tally) -> R) -> R {
-        self.book
-            .lanes(self.key.hash)
-            .change_tally(&self.key, self.side, change)
+        self.book.lanes().change_tally(&self.key, self.side, change)
     }
 
     /// Changes this side's tally and gives the place up, in one step.
     pub fn leave_with(mut self, change: impl FnOnce(&mut Tally)) {
         let next = {
-            let mut lanes = self.book.lanes(self.key.hash);
+            let mut lanes = self.book.lanes();
             lanes.change_tally(&self.key, self.side, change);
             self.leave(&mut lanes)
         };
@@ -635,7 +547,14 @@ impl Place {
     /// front, to be woken once the lanes are unlocked (a waker may run code that takes them).
     #[must_use]
     fn leave(&self, lanes: &mut Lanes) -> Option<Waker> {
-        lanes.map.get_mut(&self.key)?.line.remove(self.ticket)
+        let lane = lanes.map.get_mut(&self.key)?;
+        let at = lane.line.iter().position(|w| w.ticket == self.ticket)?;
+        lane.line.remove(at);
+        if at == 0 {
+            lane.line.front_mut().and_then(|next| next.waker.take())
+        } else {
+            None
+        }
     }
 }
 
@@ -644,7 +563,7 @@ impl Drop for Place {
         if self.left {
             return;
         }
-        let next = self.leave(&mut self.book.lanes(self.key.hash));
+        let next = self.leave(&mut self.book.lanes());
         if let Some(waker) = next {
             waker.wake();
         }
@@ -711,13 +630,12 @@ mod tests {
         assert!(book.has_debts(), "kept past the call");
         tokio::time::sleep(Duration::from_millis(150)).await;
         let held = book.enter("held", "f", Side::FIRST);
-        // Enough names for every shard to pass its sweep mark (the pairs spread evenly).
-        for n in 0..KEEP_LANES * SHARDS * 2 {
+        for n in 0..KEEP_LANES {
             drop(book.enter(&format!("name {n}"), "f", Side::FIRST));
         }
         assert!(!book.has_debts(), "the lapsed debt went with its lane");
         assert!(
-            book.lane_count() < KEEP_LANES * SHARDS,
+            book.lane_count() < KEEP_LANES,
             "idle lanes went: {}",
             book.lane_count()
         );
