@@ -347,7 +347,7 @@ impl Capabilities {
             "the family: read-write and fair locks, semaphores, permits, latches, elections",
         ));
         let subscribe = self.get(Capability::Subscribe);
-        features.push(if subscribe.is_yes() || *subscribe == Support::NotProbed {
+        features.push(if self.supports(Capability::Subscribe) {
             feature("waking waiters at a release", Standing::Works, "SUBSCRIBE".into())
         } else {
             feature(
@@ -357,7 +357,7 @@ impl Capabilities {
             )
         });
         let announce = self.get(Capability::PublishInScript);
-        features.push(if announce.is_yes() || *announce == Support::NotProbed {
+        features.push(if self.supports(Capability::PublishInScript) {
             feature("announcing releases", Standing::Works, "PUBLISH from the releasing scripts".into())
         } else {
             feature(
