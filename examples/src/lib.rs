@@ -281,6 +281,22 @@ impl Deployment {
         tls: &DemoTls,
         command_timeout: Duration,
     ) -> distlock::Result<distlock::RedisLocker> {
+        self.locker_of_kind(tls, command_timeout, distlock::LockKind::Reentrant)
+            .await
+    }
+
+    /// [`locker`](Self::locker) for the lock kind `kind` (`LockKind::Fast` runs where the
+    /// server has no scripts but native compare-and-set, see `docs/deployments.md`).
+    ///
+    /// # Errors
+    ///
+    /// As the backend's `connect`.
+    pub async fn locker_of_kind(
+        &self,
+        tls: &DemoTls,
+        command_timeout: Duration,
+        kind: distlock::LockKind,
+    ) -> distlock::Result<distlock::RedisLocker> {
         let builder = match self {
             Deployment::Single(url) => distlock::RedisBackend::builder(url.as_str()),
             Deployment::Cluster(seeds) => {
@@ -293,7 +309,10 @@ impl Deployment {
                 )
             }
         };
-        let builder = tls.apply(builder).command_timeout(command_timeout);
+        let builder = tls
+            .apply(builder)
+            .command_timeout(command_timeout)
+            .lock_kind(kind);
         Ok(distlock::Locker::new(builder.connect().await?))
     }
 

@@ -1,8 +1,10 @@
 //! The restriction sets of managed services and proxies that an ACL can express
 //! (`lock_testkit::restrictions`), each as a user on a real server: the capability probe finds
 //! what is missing, and the lock conformance suite passes for both lock kinds under each
-//! (`docs/deployments.md`, "Proxies and managed services"). A set with no scripts at all is
-//! refused at `connect`, naming what is missing.
+//! (`docs/deployments.md`, "Proxies and managed services"). Under a set with no scripts at
+//! all only the fast lock runs, on a server with native compare-and-set and compare-and-delete
+//! (Valkey 9; the CI's second step), without fencing tokens; elsewhere `connect` refuses it,
+//! naming what is missing.
 
 use lock_core::Error;
 use lock_redis::{Capability, LockKind, RedisBackend, Support};
@@ -13,6 +15,7 @@ use lock_testkit::restrictions::{RESTRICTIONS, restricted_user};
 struct Restricted {
     url: String,
     kind: LockKind,
+    fences: bool,
 }
 
 impl Harness for Restricted {
@@ -25,6 +28,16 @@ impl Harness for Restricted {
             .await
             .expect("connect as the restricted user")
     }
+
+    fn fences(&self) -> bool {
+        self.fences
+    }
+}
+
+/// Whether the server keeps the fast lock without scripts (asked as an unrestricted user).
+async fn has_natives(server: &RedisServer) -> bool {
+    let backend = RedisBackend::connect(server.url()).await.expect("connect");
+    backend.capabilities().keeps_fast_lock_natively().is_ok()
 }
 
 #[test]
@@ -33,11 +46,26 @@ fn the_conformance_suite_passes_under_each_restriction_set() {
     for (index, restriction) in RESTRICTIONS.iter().enumerate() {
         let url = restricted_user(&server, &format!("restricted{index}"), restriction.denied)
             .expect("make the user");
-        for kind in [LockKind::Reentrant, LockKind::Fast] {
+        let kinds = if restriction.scripts {
+            vec![LockKind::Reentrant, LockKind::Fast]
+        } else if tokio::runtime::Runtime::new()
+            .expect("runtime")
+            .block_on(has_natives(&server))
+        {
+            vec![LockKind::Fast]
+        } else {
+            eprintln!(
+                "{}: the server has no native compare-and-set",
+                restriction.name
+            );
+            vec![]
+        };
+        for kind in kinds {
             eprintln!("{}: {kind:?}", restriction.name);
             let harness = Restricted {
                 url: url.clone(),
                 kind,
+                fences: restriction.scripts,
             };
             lock_testkit::conformance::run(async {
                 let backend = harness.client().await;
@@ -59,21 +87,30 @@ fn the_conformance_suite_passes_under_each_restriction_set() {
     }
 }
 
-/// A server without scripts (OCI Cache sharded; here a user without `@scripting`) is refused
-/// at `connect`, with an error that names what is missing; `replica_ack` without `WAIT` too.
+/// On a server without scripts (OCI Cache sharded; here a user without `@scripting`) the
+/// reentrant lock is refused at `connect`, with an error that names what is missing, and so is
+/// the fast lock where the server has no native compare-and-set (Redis before 8.4); where it has
+/// (Valkey 9), the fast lock connects. `replica_ack` without `WAIT` is refused too.
 #[tokio::test]
 async fn what_cannot_work_is_refused_at_connect_naming_what_is_missing() {
     let server = RedisServer::start().expect("start redis-server");
+    let natives = has_natives(&server).await;
     let url = restricted_user(&server, "noscripts", &["-@scripting"]).expect("make the user");
     for kind in [LockKind::Reentrant, LockKind::Fast] {
-        let refused = RedisBackend::builder(url.as_str())
+        let connected = RedisBackend::builder(url.as_str())
             .lock_kind(kind)
             .connect()
             .await;
-        match refused {
+        match connected {
+            Ok(_) if kind == LockKind::Fast && natives => {}
             Err(Error::NotPermitted(cause)) => {
                 let text = cause.to_string();
                 assert!(text.contains("EVAL") && text.contains("EVALSHA"), "{text}");
+                let names_natives = text.contains("SET IFEQ") && text.contains("DELIFEQ");
+                match kind {
+                    LockKind::Fast => assert!(!natives && names_natives, "{text}"),
+                    _ => assert!(text.contains("only the fast lock"), "{text}"),
+                }
             }
             other => panic!("{kind:?}: {other:?}"),
         }

@@ -15,6 +15,10 @@ pub struct Restriction {
     /// The commands the capability probe must find refused, as
     /// `lock_redis::Capability::command` names them.
     pub refused: &'static [&'static str],
+    /// Whether scripts run under it. Where they do not, only the fast lock can, and only on
+    /// a server with native compare-and-set and compare-and-delete (Valkey 9, Redis 8.4):
+    /// elsewhere `connect` refuses every kind, naming what is missing.
+    pub scripts: bool,
 }
 
 /// The sets, from the providers' documentation (`docs/deployments.md`).
@@ -30,16 +34,19 @@ pub const RESTRICTIONS: &[Restriction] = &[
             "-bgsave",
         ],
         refused: &[],
+        scripts: true,
     },
     Restriction {
         name: "Upstash (no CLIENT, no WAIT)",
         denied: &["-client", "-wait"],
         refused: &["CLIENT INFO", "CLIENT KILL", "WAIT"],
+        scripts: true,
     },
     Restriction {
         name: "no SCRIPT (scripts sent whole)",
         denied: &["-script"],
         refused: &["SCRIPT LOAD"],
+        scripts: true,
     },
     Restriction {
         name: "no pub/sub (twemproxy's set, as NOPERM)",
@@ -51,6 +58,7 @@ pub const RESTRICTIONS: &[Restriction] = &[
             "-spublish",
         ],
         refused: &["SUBSCRIBE", "SSUBSCRIBE", "PUBLISH", "PUBLISH in a script"],
+        scripts: true,
     },
     Restriction {
         name: "only what the library lists (Memorystore-like NOPERM for the rest)",
@@ -78,6 +86,13 @@ pub const RESTRICTIONS: &[Restriction] = &[
             "+time",
         ],
         refused: &["CLIENT INFO", "SCRIPT LOAD", "WAIT", "SSUBSCRIBE"],
+        scripts: true,
+    },
+    Restriction {
+        name: "no scripts at all (OCI Cache sharded; Valkey 9 with scripting denied)",
+        denied: &["-@scripting"],
+        refused: &["EVAL", "EVALSHA", "SCRIPT LOAD", "PUBLISH in a script"],
+        scripts: false,
     },
 ];
 

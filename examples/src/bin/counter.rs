@@ -37,7 +37,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use distlock::{LeaseLoss, LockBackend, LockGuard, RedisBackend, RedisLocker, ReleaseOutcome};
+use distlock::{
+    LeaseLoss, LockBackend, LockGuard, LockKind, RedisBackend, RedisLocker, ReleaseOutcome,
+};
 use distlock_examples::{DemoRedis, DemoTls, Deployment, RawConnection};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -81,6 +83,12 @@ struct Args {
     /// The lock name. The counter is kept in the key `<lock-name>:value`.
     #[arg(long, default_value = "distlock:demo:counter")]
     lock_name: String,
+
+    /// The lock kind: `reentrant` (the default, Redisson's `RLock` layout) or `fast` (a plain
+    /// string key; the one that runs on a server without scripts but with `SET IFEQ` and
+    /// `DELIFEQ`/`DELEX`).
+    #[arg(long, value_enum, default_value_t = Kind::Reentrant)]
+    kind: Kind,
 
     /// How many tasks in total, over all processes.
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
@@ -140,6 +148,46 @@ impl Args {
     }
 }
 
+/// `--kind`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Kind {
+    Reentrant,
+    Fast,
+}
+
+impl Kind {
+    fn lock_kind(self) -> LockKind {
+        match self {
+            Kind::Reentrant => LockKind::Reentrant,
+            Kind::Fast => LockKind::Fast,
+        }
+    }
+
+    fn flag(self) -> &'static str {
+        match self {
+            Kind::Reentrant => "reentrant",
+            Kind::Fast => "fast",
+        }
+    }
+}
+
+/// Where the locks are and how they connect: what every process needs to make its locker.
+#[derive(Clone)]
+struct Locks {
+    deployment: Deployment,
+    tls: DemoTls,
+    timeout: Duration,
+    kind: LockKind,
+}
+
+impl Locks {
+    async fn locker(&self) -> distlock::Result<RedisLocker> {
+        self.deployment
+            .locker_of_kind(&self.tls, self.timeout, self.kind)
+            .await
+    }
+}
+
 /// `--command-timeout`: a duration such as `3s` or `800ms`, at least 1 ms (the lock backend
 /// refuses more than an hour itself).
 fn parse_timeout(text: &str) -> Result<humantime::Duration, String> {
@@ -196,21 +244,19 @@ async fn parent(args: Args) -> Result<ExitCode, BoxError> {
     retry_while_held::<()>(never_lost(), &mut raw, &reset).await?;
 
     // In a task of its own, like the workers: `lock()` is owned by the current tokio task.
-    tokio::spawn(show_layout(
-        deployment.clone(),
-        tls.clone(),
-        args.lock_name.clone(),
+    let locks = Locks {
+        deployment: deployment.clone(),
+        tls: tls.clone(),
         timeout,
-    ))
-    .await??;
+        kind: args.kind.lock_kind(),
+    };
+    tokio::spawn(show_layout(locks.clone(), args.lock_name.clone())).await??;
 
     let started = Instant::now();
     let mut failed = false;
     let tally = if processes == 1 {
         run_tasks(
-            &deployment,
-            &tls,
-            timeout,
+            &locks,
             &args.lock_name,
             args.tasks,
             args.increments,
@@ -228,6 +274,7 @@ async fn parent(args: Args) -> Result<ExitCode, BoxError> {
                 .args(deployment.flags())
                 .args(tls.flags())
                 .args(["--command-timeout", &args.command_timeout.to_string()])
+                .args(["--kind", args.kind.flag()])
                 .args(["--lock-name", &args.lock_name])
                 .args(["--tasks", &share.to_string()])
                 .args(["--increments", &args.increments.to_string()])
@@ -295,10 +342,14 @@ async fn child(args: &Args) -> Result<ExitCode, BoxError> {
         .deployment()
         .ok_or("--child needs --url, --cluster or --sentinel")?;
     let tls = args.tls()?;
+    let locks = Locks {
+        deployment,
+        tls,
+        timeout: args.command_timeout(),
+        kind: args.kind.lock_kind(),
+    };
     let tally = run_tasks(
-        &deployment,
-        &tls,
-        args.command_timeout(),
+        &locks,
         &args.lock_name,
         args.tasks,
         args.increments,
@@ -320,16 +371,22 @@ async fn child(args: &Args) -> Result<ExitCode, BoxError> {
 
 /// Takes the lock once, before the run, and prints what it looks like on the server: Redisson's
 /// `RLock` layout.
-async fn show_layout(
-    deployment: Deployment,
-    tls: DemoTls,
-    lock_name: String,
-    timeout: Duration,
-) -> Result<(), BoxError> {
+async fn show_layout(locks: Locks, lock_name: String) -> Result<(), BoxError> {
     let lock_name = lock_name.as_str();
-    let locker = deployment.locker(&tls, timeout).await?;
+    let locker = locks.locker().await?;
     let guard = locker.lock(lock_name).await?;
-    let mut raw = deployment.raw(&tls, timeout).await?;
+    let mut raw = locks.deployment.raw(&locks.tls, locks.timeout).await?;
+    if locks.kind == LockKind::Fast {
+        let mut get = redis::cmd("GET");
+        get.arg(lock_name);
+        let owner: String = raw.query(&get).await?;
+        println!("the lock on the server while held (the fast lock: a string key):");
+        println!("  GET {lock_name}  ->  {owner:?} (<client id>:<holder id>)");
+        return match guard.release().await? {
+            ReleaseOutcome::Released => Ok(()),
+            other => Err(format!("releasing the layout demo lock gave {other:?}").into()),
+        };
+    }
     let mut hgetall = redis::cmd("HGETALL");
     hgetall.arg(lock_name);
     let fields: Vec<(String, String)> = raw.query(&hgetall).await?;
@@ -591,9 +648,7 @@ async fn release(guard: LockGuard<RedisBackend>, tally: &mut Tally) {
 
 /// Runs `tasks` tasks in this process, each making `increments` increments, each under the lock.
 async fn run_tasks(
-    deployment: &Deployment,
-    tls: &DemoTls,
-    timeout: Duration,
+    locks: &Locks,
     lock_name: &str,
     tasks: u32,
     increments: u32,
@@ -602,8 +657,8 @@ async fn run_tasks(
     // One locker (one client id, one watchdog, one pub/sub subscription) for the whole process;
     // each task is its own owner, since `lock()` is owned by the current tokio task. The data
     // connection waits for replies as long as the locks do.
-    let locker = deployment.locker(tls, timeout).await?;
-    let raw: RawConnection = deployment.raw(tls, timeout).await?;
+    let locker = locks.locker().await?;
+    let raw: RawConnection = locks.deployment.raw(&locks.tls, locks.timeout).await?;
     let key = counter_key(lock_name);
     let mut set = JoinSet::new();
     for _ in 0..tasks {

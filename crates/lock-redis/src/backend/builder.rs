@@ -484,7 +484,7 @@ impl RedisBackendBuilder {
                 (connection, Listen::Cluster(clients), announce)
             }
         };
-        needs_scripts(&capabilities, self.kind)?;
+        let without_scripts = needs_scripts(&capabilities, self.kind, connection.coalesces())?;
         // An fsynced acknowledgement asks `WAITAOF` instead, checked below.
         if self
             .replication
@@ -551,6 +551,7 @@ impl RedisBackendBuilder {
                 announce,
                 self.replication,
                 self.keep_fencing_counters,
+                without_scripts,
             ),
             notifications,
             self.kind,
@@ -821,29 +822,64 @@ impl RedisBackend {
     }
 }
 
-/// Whether the server can wait for append-only-file fsyncs (`WAITAOF`, Redis 7.2+ and
-/// Refuses a server that runs no scripts: every lock kind needs them (the reentrant lock for
-/// every call, the fast lock for renewals, fencing and its cleanup).
+/// Refuses a backend on a server that runs no Lua scripts, unless it is the fast lock on a
+/// server whose native commands can keep it: `SET … IFEQ` (renewals), `DELIFEQ` or `DELEX`
+/// (releases), `PING <id>` (proof of step) and one connection sharing pipelines (not a
+/// cluster, where a redirect could split a release from its announcement). Then the answer
+/// is why scripts do not run, for the calls to refuse each script before any I/O.
 ///
 /// # Errors
 ///
 /// [`Error::NotPermitted`] when the ACL refuses `EVAL`, [`Error::Unsupported`] when the
-/// server (or a proxy) does not run scripts at all; either names what is missing.
-fn needs_scripts(capabilities: &Capabilities, kind: LockKind) -> Result<()> {
+/// server (or a proxy) does not run scripts at all; either names what is missing, for the
+/// fast lock too.
+fn needs_scripts(
+    capabilities: &Capabilities,
+    kind: LockKind,
+    coalesces: bool,
+) -> Result<Option<Vec<String>>> {
     if capabilities.runs_scripts() {
-        return Ok(());
+        return Ok(None);
     }
+    let line = |capability: Capability| format!("{capability}: {}", capabilities.get(capability));
     let missing: Vec<String> = [Capability::Eval, Capability::EvalSha]
         .into_iter()
-        .map(|capability| format!("{capability}: {}", capabilities.get(capability)))
+        .map(line)
         .collect();
+    let natives = capabilities.keeps_fast_lock_natively();
+    if kind == LockKind::Fast && natives.is_ok() && coalesces {
+        tracing::warn!(
+            eval = %capabilities.get(Capability::Eval),
+            "the server runs no scripts: the fast lock runs on its native commands, without \
+             fencing tokens; every other primitive is refused"
+        );
+        return Ok(Some(missing));
+    }
+    let fast = match (kind, natives) {
+        (LockKind::Fast, Err(natives)) => format!(
+            "; without scripts the fast lock needs {}",
+            natives.into_iter().map(line).collect::<Vec<_>>().join("; ")
+        ),
+        (LockKind::Fast, Ok(())) => {
+            "; without scripts the fast lock needs one server or Sentinels, not a cluster".into()
+        }
+        (LockKind::Reentrant, _) => {
+            "; without scripts only the fast lock (LockKind::Fast) can run, on a server with \
+             SET IFEQ and DELIFEQ or DELEX"
+                .into()
+        }
+    };
     if let Support::NotPermitted(_) = capabilities.get(Capability::Eval) {
         return Err(Error::NotPermitted(
-            format!("{} (every lock needs +eval +evalsha)", missing.join("; ")).into(),
+            format!(
+                "{} (every lock needs +eval +evalsha){fast}",
+                missing.join("; ")
+            )
+            .into(),
         ));
     }
     Err(Error::Unsupported {
-        needs: format!("the {kind:?} lock (Lua scripts)"),
+        needs: format!("the {kind:?} lock (Lua scripts{fast})"),
         missing,
     })
 }

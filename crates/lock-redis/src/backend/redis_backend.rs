@@ -260,7 +260,7 @@ impl LockBackend for RedisBackend {
         let calls = &self.inner.calls;
         record_node(calls, request.name);
         match self.inner.kind {
-            LockKind::Fast => fast::try_acquire(calls, request).await,
+            LockKind::Fast => fast::try_acquire(calls, self.inner.native_delete, request).await,
             LockKind::Reentrant => reentrant::try_acquire(calls, request).await,
         }
     }
@@ -292,7 +292,9 @@ impl LockBackend for RedisBackend {
     async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
         let calls = &self.inner.calls;
         match self.inner.kind {
-            LockKind::Fast => fast::abandon(calls, name, owner_field, keep).await,
+            LockKind::Fast => {
+                fast::abandon(calls, self.inner.native_delete, name, owner_field, keep).await
+            }
             LockKind::Reentrant => reentrant::abandon(calls, name, owner_field, keep).await,
         }
     }
@@ -300,7 +302,7 @@ impl LockBackend for RedisBackend {
     async fn force_release(&self, name: &str) -> Result<bool> {
         let calls = &self.inner.calls;
         match self.inner.kind {
-            LockKind::Fast => fast::force_release(calls, name).await,
+            LockKind::Fast => fast::force_release(calls, self.inner.native_delete, name).await,
             LockKind::Reentrant => reentrant::force_release(calls, name).await,
         }
     }

@@ -40,6 +40,10 @@ pub(crate) struct Calls {
     /// Fencing counters are kept for good instead of expiring once the server's clock has
     /// passed their last token (see `docs/redis-layout.md`).
     keep_fencing_counters: bool,
+    /// Why no script can run here (the probe's answers to `EVAL` and `EVALSHA`), on a server
+    /// that only runs the fast lock, on its native commands: every script call is refused
+    /// before any I/O with these reasons.
+    without_scripts: Option<Vec<String>>,
 }
 
 impl Calls {
@@ -49,6 +53,7 @@ impl Calls {
         announce: Announce,
         replication: Option<ReplicaAck>,
         keep_fencing_counters: bool,
+        without_scripts: Option<Vec<String>>,
     ) -> Self {
         // With replicas to wait for, one `WAIT` at a time: a `WAIT` holds its connection on the
         // server until it answers, so a call behind two of them could miss its deadline while
@@ -70,6 +75,29 @@ impl Calls {
             replication,
             wait_gate,
             keep_fencing_counters,
+            without_scripts,
+        }
+    }
+
+    /// Whether this server runs scripts (else only the fast lock works, on native commands).
+    pub(crate) fn runs_scripts(&self) -> bool {
+        self.without_scripts.is_none()
+    }
+
+    /// Refuses a script call, before any I/O, on a server that runs none.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unsupported`] naming what the probe found of `EVAL` and `EVALSHA`.
+    fn scripts_run(&self) -> Result<()> {
+        match &self.without_scripts {
+            None => Ok(()),
+            Some(missing) => Err(Error::Unsupported {
+                needs: "a Lua script (every lock but the fast lock, fencing tokens and \
+                        describe run one; see docs/deployments.md)"
+                    .into(),
+                missing: missing.clone(),
+            }),
         }
     }
 
@@ -183,6 +211,7 @@ impl Calls {
         fill: &impl Fn(&mut Cmd),
         then: Option<&Cmd>,
     ) -> Result<(T, Option<Value>)> {
+        self.scripts_run()?;
         let deadline = tokio::time::Instant::now() + timeout;
         let link = self.link_by(deadline, timeout).await?;
         let exchange = self.exchange(&link, route, script, keys, fill, then);
@@ -269,6 +298,7 @@ impl Calls {
         timeout: Duration,
         fill: impl Fn(&mut Cmd),
     ) -> Result<(T, Acknowledged)> {
+        self.scripts_run()?;
         let command = |whole: bool| script.command(whole, keys, &fill, 0);
         let answer = match take_turn(self, timeout, || vec![command(false)]) {
             // Alone: the script's own request id proves the reply, no `PING` needed.
@@ -320,6 +350,7 @@ impl Calls {
         timeout: Duration,
         fill: impl Fn(&mut Cmd),
     ) -> Result<T> {
+        self.scripts_run()?;
         if !self.connection.coalesces() {
             // No shared pipelines (a cluster): every call is written when it is made, so
             // the call being cleaned up after went out before this one; and queued cleanups
@@ -342,6 +373,36 @@ impl Calls {
             .queued_script(answer, || command(true), timeout)
             .await?;
         script_reply(reply, timeout)
+    }
+
+    /// Sends `commands` as [`Self::send_coalesced`], but written only after every pipeline
+    /// already sent or being put together, as [`Self::run_behind`] does for a script: for the
+    /// cleanups made of plain commands (the fast lock's native compare-and-delete). Their
+    /// replies come back in order, error replies included; no replica acknowledgement is
+    /// asked, and when the call shares a pipeline that asked one, its answer is dropped.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::send_coalesced`].
+    pub(crate) async fn send_behind(
+        self: &Arc<Self>,
+        commands: Vec<Cmd>,
+        timeout: Duration,
+    ) -> Result<Vec<Value>> {
+        let count = commands.len();
+        let mut commands = Some(commands);
+        let mut replies =
+            match take_turn_behind(self, timeout, || commands.take().unwrap_or_default()) {
+                Turn::Alone(slot) => {
+                    let commands = commands.unwrap_or_default();
+                    let replies = self.pipeline_of(commands, &[count], timeout).await;
+                    drop(slot);
+                    replies?.pop().unwrap_or_default()
+                }
+                Turn::Queued(answer) => queued_reply(answer, timeout).await?,
+            };
+        replies.truncate(count);
+        Ok(replies)
     }
 
     /// Settles a cleanup after a call of unknown outcome, once its own call (`run_behind`,

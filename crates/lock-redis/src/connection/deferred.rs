@@ -1,6 +1,8 @@
 //! Requests that wait for the next connection: opaque to this layer, built by the one above.
 
-use redis::Cmd;
+use redis::{Cmd, Pipeline, Value};
+
+use crate::wire::reply::echoes;
 
 /// A cleanup that could not be sent (say, lower an owner's hold count on a lock), handed to
 /// `Connection::defer` by the layer that knows what it means.
@@ -18,7 +20,55 @@ pub(crate) trait Deferred: Send + Sync {
     /// The key the request is about: where it must be sent, and what the logs name.
     fn route(&self) -> &str;
 
-    /// The request, sent whole (it may meet an empty script cache), with `request_id` as the
-    /// last argument: its reply must be an array whose first item echoes that id.
-    fn command(&self, request_id: u64) -> Cmd;
+    /// The request: a pipeline of one script sent whole (it may meet an empty script cache)
+    /// with `request_id` as its last argument, whose reply is an array that begins with the id
+    /// ([`one`]); or plain commands followed by `PING <request_id>`, whose echo proves the
+    /// replies before it are this request's ([`plain`]). Either way its answer is its first
+    /// command's reply ([`answer`]).
+    fn request(&self, request_id: u64) -> Pipeline;
+}
+
+/// A deferred request of one script call, whose reply begins with its request id.
+pub(crate) fn one(command: Cmd) -> Pipeline {
+    let mut pipeline = redis::pipe();
+    pipeline.add_command(command);
+    pipeline
+}
+
+/// A deferred request of plain commands, then `PING <request_id>`. Not a transaction: each
+/// command is atomic on its own (a native compare-and-delete, then the release message), and
+/// `MULTI` is one more command for an ACL or a proxy to refuse.
+pub(crate) fn plain(request_id: u64, commands: impl IntoIterator<Item = Cmd>) -> Pipeline {
+    let mut pipeline = redis::pipe();
+    for command in commands {
+        pipeline.add_command(command);
+    }
+    pipeline.cmd("PING").arg(request_id);
+    pipeline
+}
+
+/// The answer to a deferred `request` (its first command's reply, an error reply included)
+/// among `replies`, once they are shown to be its own: `None` when they are out of step.
+pub(crate) fn answer(
+    request: &Pipeline,
+    mut replies: Vec<Value>,
+    request_id: u64,
+) -> Option<Value> {
+    if replies.len() != request.len() {
+        return None;
+    }
+    if request.len() == 1 {
+        return match replies.pop() {
+            Some(Value::Array(items)) if echoes(items.first(), request_id) => {
+                Some(Value::Array(items))
+            }
+            // An error reply carries no id: trusted as the scripts' error replies are here.
+            Some(error @ Value::ServerError(_)) => Some(error),
+            _ => None,
+        };
+    }
+    if !echoes(replies.last(), request_id) {
+        return None;
+    }
+    Some(replies.swap_remove(0))
 }

@@ -35,11 +35,10 @@ use redis::{AsyncConnectionConfig, Cmd, Pipeline, Value};
 use tokio::sync::{Notify, oneshot, watch};
 
 use crate::connection::alignment::Alignment;
-use crate::connection::deferred::Deferred;
+use crate::connection::deferred::{self, Deferred};
 use crate::connection::manners::Manners;
 use crate::connection::source::Source;
 use crate::wire::errors::{map_error, refused_for_now};
-use crate::wire::reply::echoes;
 use crate::wire::scripts;
 
 /// How the server knows one of our connections: enough to kill exactly that client.
@@ -561,11 +560,14 @@ async fn publish(shared: &Shared, link: &Arc<Link>) -> std::result::Result<(), N
             }
         };
         let nonce = shared.nonce.fetch_add(1, Ordering::Relaxed);
-        let command = next.command(nonce);
+        let request = next.request(nonce);
         let mut connection = link.connection();
-        let answer = match connection.send_packed_command(&command).await {
-            Ok(Value::Array(items)) if echoes(items.first(), nonce) => Ok(()),
-            Ok(Value::ServerError(error)) if passes(&error, &shared.source) => {
+        let reply = connection
+            .send_packed_commands(&request, 0, request.len())
+            .await
+            .map(|replies| deferred::answer(&request, replies, nonce));
+        let answer = match reply {
+            Ok(Some(Value::ServerError(error))) if passes(&error, &shared.source) => {
                 return Err(NotPublished::RefusedForNow(map_error(
                     &error.into(),
                     Duration::ZERO,
@@ -573,7 +575,7 @@ async fn publish(shared: &Shared, link: &Arc<Link>) -> std::result::Result<(), N
             }
             // Refused for good (the key is of another kind, a missing right, ...): sent again
             // it would be refused again and hold up every call. Its caller hears of it.
-            Ok(Value::ServerError(error)) => {
+            Ok(Some(Value::ServerError(error))) => {
                 tracing::warn!(
                     ?error,
                     name = %next.route(),
@@ -581,9 +583,10 @@ async fn publish(shared: &Shared, link: &Arc<Link>) -> std::result::Result<(), N
                 );
                 Err(map_error(&error.into(), Duration::ZERO))
             }
-            Ok(other) => {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => {
                 return Err(NotPublished::Broken(Error::Protocol(
-                    format!("cleanup answered {other:?}").into(),
+                    "a deferred cleanup's replies were out of step".into(),
                 )));
             }
             Err(error) => return Err(NotPublished::Broken(map_error(&error, Duration::ZERO))),

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 
 use lock_core::{ReleaseOutcome, Result};
-use redis::Cmd;
+use redis::{Cmd, Pipeline};
 
 use crate::call::Calls;
-use crate::connection::deferred::Deferred;
+use crate::connection::deferred::{self, Deferred};
 use crate::kind::replicated;
 use crate::wire::lock_script::LockScript;
 use crate::wire::reply::count;
@@ -94,12 +94,12 @@ impl Deferred for Cleanup {
         &self.call.name
     }
 
-    fn command(&self, request_id: u64) -> Cmd {
-        self.script.command(
+    fn request(&self, request_id: u64) -> Pipeline {
+        deferred::one(self.script.command(
             true,
             self.call.keys,
             |command| self.call.fill(command),
             request_id,
-        )
+        ))
     }
 }

@@ -5,8 +5,12 @@
 //! (`DELIFEQ` on Valkey 9, `DELEX … IFEQ` on Redis 8.4) and a short script otherwise, plus the
 //! same release message on the same channel as the reentrant lock. Plain commands cannot echo
 //! a request id the way the scripts do, so each call is a pipeline ending in `PING <id>` (see
-//! `Calls::send_coalesced`). Everything that must look at the key before writing (a
-//! fencing token, renewals, inspection, force-release) stays a script.
+//! `Calls::send_coalesced`). Where scripts run, everything that must look at the key before
+//! writing (a fencing token, renewals, inspection, force-release) is a script; on a server that
+//! runs no script but has the native compare-and-set and compare-and-delete (Valkey 9 with
+//! scripting denied by its ACL), renewals are `SET … IFEQ … PX`, inspection `GET` and `PTTL`,
+//! and a force-release a `GET` then a compare-and-delete of what it read; a fencing token is
+//! refused (see `docs/deployments.md`, "Without scripts").
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,10 +19,10 @@ use lock_core::{
     AcquireOutcome, AcquireRequest, Error, Grant, LockState, ReleaseOutcome, RenewOutcome, Renewal,
     Result,
 };
-use redis::{Cmd, Value};
+use redis::{Cmd, Pipeline, Value};
 
 use crate::call::{Acknowledged, Calls};
-use crate::connection::deferred::Deferred;
+use crate::connection::deferred::{self, Deferred};
 use crate::kind::{replicated, scripted};
 use crate::wire::announce::Announce;
 use crate::wire::capabilities::{Capabilities, Capability};
@@ -59,12 +63,13 @@ impl NativeDelete {
 /// lock is held; the fenced-acquire script when a token is asked for.
 pub(crate) async fn try_acquire(
     calls: &Arc<Calls>,
+    native_delete: NativeDelete,
     request: AcquireRequest<'_>,
 ) -> Result<AcquireOutcome> {
     let (outcome, acknowledged) = acquire_once(calls, request).await?;
     // Not reentrant: a grant is the owner's only hold; give it back, then refuse.
     replicated::grant_stands(calls, request.name, outcome, acknowledged, || {
-        abandon(calls, request.name, request.owner_field, 0)
+        abandon(calls, native_delete, request.name, request.owner_field, 0)
     })
     .await
 }
@@ -176,33 +181,10 @@ pub(crate) async fn release(
             deleted
         }
         native => {
-            // The release message goes out even when nothing was deleted (the lease had run
-            // out): a pipeline cannot make it conditional, and a spare wake-up only makes a
-            // waiter look again.
-            let mut delete = match native {
-                NativeDelete::DelIfEq => redis::cmd("DELIFEQ"),
-                _ => redis::cmd("DELEX"),
-            };
-            delete.arg(name);
-            if native != NativeDelete::DelIfEq {
-                delete.arg("IFEQ");
-            }
-            delete.arg(owner_field);
-            let mut commands = vec![delete];
-            commands.extend(calls.announce().commands(name));
+            let commands = native_release(native, name, owner_field, calls.announce());
             let (replies, acknowledged) = calls.send_write(commands, timeout).await?;
             replicated::log_release(calls, name, acknowledged);
-            match replies.first() {
-                Some(Value::Int(deleted)) => *deleted,
-                Some(Value::ServerError(error)) => {
-                    return Err(map_error(&error.clone().into(), timeout));
-                }
-                other => {
-                    return Err(Error::Protocol(
-                        format!("DELIFEQ answered {other:?}").into(),
-                    ));
-                }
-            }
+            deleted_by(&replies, timeout)?
         }
     };
     Ok(if deleted == 1 {
@@ -212,10 +194,46 @@ pub(crate) async fn release(
     })
 }
 
+/// The native compare-and-delete of `owner_field`'s hold on `name`, then the release message.
+/// The message goes out even when nothing was deleted (the lease had run out): a pipeline
+/// cannot make it conditional, and a spare wake-up only makes a waiter look again.
+fn native_release(
+    native: NativeDelete,
+    name: &str,
+    owner_field: &str,
+    announce: Announce,
+) -> Vec<Cmd> {
+    let mut delete = match native {
+        NativeDelete::DelIfEq => redis::cmd("DELIFEQ"),
+        _ => redis::cmd("DELEX"),
+    };
+    delete.arg(name);
+    if native != NativeDelete::DelIfEq {
+        delete.arg("IFEQ");
+    }
+    delete.arg(owner_field);
+    let mut commands = vec![delete];
+    commands.extend(announce.commands(name));
+    commands
+}
+
+/// What the compare-and-delete of [`native_release`] answered: `1` deleted, `0` not the owner's.
+fn deleted_by(replies: &[Value], timeout: Duration) -> Result<i64> {
+    match replies.first() {
+        Some(Value::Int(deleted)) => Ok(*deleted),
+        Some(Value::ServerError(error)) => Err(map_error(&error.clone().into(), timeout)),
+        other => Err(Error::Protocol(
+            format!("the compare-and-delete answered {other:?}").into(),
+        )),
+    }
+}
+
 /// A fast lock has at most one hold per owner: with `keep ≥ 1` the owner still holds it and
-/// nothing changes; with `keep = 0` it is given back if it is the owner's.
+/// nothing changes; with `keep = 0` it is given back if it is the owner's, with the server's
+/// own compare-and-delete when `native_delete` names one.
 pub(crate) async fn abandon(
     calls: &Arc<Calls>,
+    native_delete: NativeDelete,
     name: &str,
     owner_field: &str,
     keep: u32,
@@ -223,52 +241,169 @@ pub(crate) async fn abandon(
     if keep >= 1 {
         return Ok(());
     }
-    // The compare-and-delete script, without a replica wait (the replicas may be the very
-    // reason for it), written after every pipeline under way: one of them may carry the call
-    // this cleans up after (its caller gone), which must reach the server first. As for the
-    // reentrant lock, kept for the new connection, first in line, when it cannot go out now.
-    let channel = keys::channel(name);
+    // The compare-and-delete, without a replica wait (the replicas may be the very reason for
+    // it), written after every pipeline under way: one of them may carry the call this cleans
+    // up after (its caller gone), which must reach the server first. As for the reentrant
+    // lock, kept for the new connection, first in line, when it cannot go out now.
     let (started, timeout) = (tokio::time::Instant::now(), calls.call_timeout(None));
-    let given_back: Result<(i64,)> = calls
-        .run_behind(name, &FAST_RELEASE, 1, timeout, |command| {
-            fast_release_arguments(command, name, owner_field, &channel, calls.announce());
-        })
-        .await;
+    let given_back = match native_delete {
+        NativeDelete::None => {
+            let channel = keys::channel(name);
+            calls
+                .run_behind(name, &FAST_RELEASE, 1, timeout, |command| {
+                    fast_release_arguments(command, name, owner_field, &channel, calls.announce());
+                })
+                .await
+                .map(|(_,): (i64,)| ())
+        }
+        native => {
+            let commands = native_release(native, name, owner_field, calls.announce());
+            let replies = calls.send_behind(commands, timeout).await;
+            replies.and_then(|replies| deleted_by(&replies, timeout).map(drop))
+        }
+    };
     calls
         .settle_cleanup(given_back, started, timeout, || {
             Arc::new(Cleanup {
                 name: name.to_owned(),
                 owner_field: owner_field.to_owned(),
                 announce: calls.announce(),
+                native_delete,
             })
         })
         .await
 }
 
-/// `LockBackend::renew` with the fast renew script.
+/// `LockBackend::renew`: the fast renew script, or where scripts do not run
+/// `SET name owner IFEQ owner PX lease` for each, in one pipeline. Natively the lease is set
+/// to `lease` rather than only lengthened (the contract asks for at least `lease` from now).
 pub(crate) async fn renew(
     calls: &Arc<Calls>,
     renewals: &[Renewal<'_>],
 ) -> Result<Vec<RenewOutcome>> {
-    scripted::renew(calls, &FAST_RENEW, &FAST_RENEW_ACROSS_SLOTS, renewals).await
+    if calls.runs_scripts() {
+        return scripted::renew(calls, &FAST_RENEW, &FAST_RENEW_ACROSS_SLOTS, renewals).await;
+    }
+    if renewals.is_empty() {
+        return Ok(Vec::new());
+    }
+    let commands = renewals
+        .iter()
+        .map(|renewal| {
+            let mut set = redis::cmd("SET");
+            set.arg(renewal.name)
+                .arg(renewal.owner_field)
+                .arg("IFEQ")
+                .arg(renewal.owner_field)
+                .arg("PX")
+                .arg(millis(renewal.lease));
+            set
+        })
+        .collect();
+    let timeout = calls.call_timeout(None);
+    // A renewal asks no replica acknowledgement (as the script's): any answer is dropped.
+    let (replies, _) = calls.send_write(commands, timeout).await?;
+    if replies.len() != renewals.len() {
+        return Err(Error::Protocol(
+            format!("{} renewals answered {}", renewals.len(), replies.len()).into(),
+        ));
+    }
+    replies
+        .iter()
+        .map(|reply| match reply {
+            Value::Okay => Ok(RenewOutcome::Renewed),
+            Value::SimpleString(ok) if ok == "OK" => Ok(RenewOutcome::Renewed),
+            Value::Nil => Ok(RenewOutcome::NotHeld),
+            // Not a string: the name lapsed and is another kind's now, so not ours.
+            Value::ServerError(error) if error.code() == "WRONGTYPE" => Ok(RenewOutcome::NotHeld),
+            Value::ServerError(error) => Err(map_error(&error.clone().into(), timeout)),
+            other => Err(Error::Protocol(
+                format!("SET IFEQ answered {other:?}").into(),
+            )),
+        })
+        .collect()
 }
 
-/// `LockBackend::force_release` with the fast force-release script.
-pub(crate) async fn force_release(calls: &Calls, name: &str) -> Result<bool> {
-    scripted::force_release(calls, &FAST_FORCE_RELEASE, name).await
+/// `LockBackend::force_release`: the fast force-release script, or where scripts do not run
+/// `GET`, then the native compare-and-delete of the owner it read (so a name that changed
+/// hands meanwhile, or holds another kind's data, is never deleted blindly).
+pub(crate) async fn force_release(
+    calls: &Arc<Calls>,
+    native_delete: NativeDelete,
+    name: &str,
+) -> Result<bool> {
+    if calls.runs_scripts() || native_delete == NativeDelete::None {
+        return scripted::force_release(calls, &FAST_FORCE_RELEASE, name).await;
+    }
+    let timeout = calls.call_timeout(None);
+    for _ in 0..FORCE_ATTEMPTS {
+        let Some(owner) = holder(calls, name, timeout).await? else {
+            return Ok(false);
+        };
+        let commands = native_release(native_delete, name, &owner, calls.announce());
+        let (replies, _) = calls.send_write(commands, timeout).await?;
+        if deleted_by(&replies, timeout)? == 1 {
+            return Ok(true);
+        }
+    }
+    Err(Error::Unavailable(
+        format!("{name} changed hands during each of {FORCE_ATTEMPTS} force-releases").into(),
+    ))
 }
 
-/// `LockBackend::inspect` with the fast inspect script.
-pub(crate) async fn inspect(calls: &Calls, name: &str) -> Result<LockState> {
-    scripted::inspect(calls, &FAST_INSPECT, name).await
+/// How many times a force-release without scripts reads the holder and deletes it if it is
+/// still that one.
+const FORCE_ATTEMPTS: u32 = 5;
+
+/// The fast lock's holder, read with `GET`: `None` when it is free.
+async fn holder(calls: &Arc<Calls>, name: &str, timeout: Duration) -> Result<Option<String>> {
+    let mut get = redis::cmd("GET");
+    get.arg(name);
+    let (replies, _) = calls.send_write(vec![get], timeout).await?;
+    match replies.first() {
+        Some(Value::Nil) => Ok(None),
+        Some(Value::BulkString(owner)) => Ok(Some(String::from_utf8_lossy(owner).into_owned())),
+        Some(Value::ServerError(error)) => Err(map_error(&error.clone().into(), timeout)),
+        other => Err(Error::Protocol(format!("GET answered {other:?}").into())),
+    }
 }
 
-/// A release that could not be sent: the compare-and-delete script, replayed whole on the next
-/// connection.
+/// `LockBackend::inspect`: the fast inspect script, or where scripts do not run `GET` and
+/// `PTTL` in one pipeline (not one atomic read: a lease ending between the two reads shows as
+/// a holder without a TTL).
+pub(crate) async fn inspect(calls: &Arc<Calls>, name: &str) -> Result<LockState> {
+    if calls.runs_scripts() {
+        return scripted::inspect(calls, &FAST_INSPECT, name).await;
+    }
+    let timeout = calls.call_timeout(None);
+    let mut get = redis::cmd("GET");
+    get.arg(name);
+    let mut pttl = redis::cmd("PTTL");
+    pttl.arg(name);
+    let (replies, _) = calls.send_write(vec![get, pttl], timeout).await?;
+    let refused = |error: &redis::ServerError| map_error(&error.clone().into(), timeout);
+    match (replies.first(), replies.get(1)) {
+        (Some(Value::ServerError(error)), _) | (_, Some(Value::ServerError(error))) => {
+            Err(refused(error))
+        }
+        (Some(Value::Nil), Some(_)) => Ok(LockState::default()),
+        (Some(Value::BulkString(owner)), Some(Value::Int(pttl))) => Ok(LockState::new(
+            vec![(String::from_utf8_lossy(owner).into_owned(), 1)],
+            ttl_from_pttl(*pttl),
+        )),
+        other => Err(Error::Protocol(
+            format!("GET, PTTL answered {other:?}").into(),
+        )),
+    }
+}
+
+/// A release that could not be sent, replayed on the next connection: the compare-and-delete
+/// script sent whole, or the native compare-and-delete and the release message.
 struct Cleanup {
     name: String,
     owner_field: String,
     announce: Announce,
+    native_delete: NativeDelete,
 }
 
 impl Deferred for Cleanup {
@@ -276,7 +411,18 @@ impl Deferred for Cleanup {
         &self.name
     }
 
-    fn command(&self, request_id: u64) -> Cmd {
-        fast_release_command(&self.name, &self.owner_field, self.announce, request_id)
+    fn request(&self, request_id: u64) -> Pipeline {
+        match self.native_delete {
+            NativeDelete::None => deferred::one(fast_release_command(
+                &self.name,
+                &self.owner_field,
+                self.announce,
+                request_id,
+            )),
+            native => deferred::plain(
+                request_id,
+                native_release(native, &self.name, &self.owner_field, self.announce),
+            ),
+        }
     }
 }

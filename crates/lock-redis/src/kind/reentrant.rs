@@ -7,10 +7,10 @@ use std::time::Duration;
 use lock_core::{
     AcquireOutcome, AcquireRequest, LockState, ReleaseOutcome, RenewOutcome, Renewal, Result,
 };
-use redis::Cmd;
+use redis::Pipeline;
 
 use crate::call::Calls;
-use crate::connection::deferred::Deferred;
+use crate::connection::deferred::{self, Deferred};
 use crate::kind::{replicated, scripted};
 use crate::wire::announce::Announce;
 use crate::wire::keys;
@@ -147,13 +147,13 @@ impl Deferred for Cleanup {
         &self.name
     }
 
-    fn command(&self, request_id: u64) -> Cmd {
-        abandon_command(
+    fn request(&self, request_id: u64) -> Pipeline {
+        deferred::one(abandon_command(
             &self.name,
             &self.owner_field,
             self.keep,
             self.announce,
             request_id,
-        )
+        ))
     }
 }

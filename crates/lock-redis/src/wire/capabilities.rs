@@ -284,6 +284,31 @@ impl Capabilities {
         self.supports(Capability::Eval)
     }
 
+    /// Whether the fast lock can be kept without scripts, on the server's native commands:
+    /// `SET … IFEQ` to renew, `DELIFEQ` or `DELEX` to release, `PING <id>` to prove replies in
+    /// step. `Err` lists what is missing.
+    ///
+    /// # Errors
+    ///
+    /// The capabilities that are missing, when one is.
+    pub fn keeps_fast_lock_natively(&self) -> Result<(), Vec<Capability>> {
+        let mut missing = Vec::new();
+        if !self.get(Capability::SetIfEq).is_yes() {
+            missing.push(Capability::SetIfEq);
+        }
+        if !self.get(Capability::DelIfEq).is_yes() && !self.get(Capability::DelEx).is_yes() {
+            missing.extend([Capability::DelIfEq, Capability::DelEx]);
+        }
+        if !self.supports(Capability::PingEcho) {
+            missing.push(Capability::PingEcho);
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(missing)
+        }
+    }
+
     /// Which lock kinds, primitives, notification modes and guarantees work on the probed
     /// server, and which do not, with the reason (what `distlock doctor` prints).
     ///
@@ -336,10 +361,21 @@ impl Capabilities {
                 Standing::Works,
                 "SET NX PX, released with a script (no native compare-and-delete)".into(),
             ),
+            (false, Some(delete)) if self.keeps_fast_lock_natively().is_ok() => feature(
+                "the fast lock (LockKind::Fast)",
+                Standing::Degraded,
+                format!(
+                    "{}; without scripts: SET NX PX, renewed with SET IFEQ, released with {delete}, no fencing tokens (one server or Sentinels only)",
+                    no_scripts()
+                ),
+            ),
             (false, _) => feature(
                 "the fast lock (LockKind::Fast)",
                 Standing::Unavailable,
-                no_scripts(),
+                format!(
+                    "{}; without scripts it needs SET IFEQ, DELIFEQ or DELEX, and PING <id>",
+                    no_scripts()
+                ),
             ),
         });
         features.push(scripted("fencing tokens (LockOptions::fenced)"));
