@@ -68,6 +68,8 @@ fn as_text(capabilities: &Capabilities) -> String {
     }
     text.push_str(if capabilities.default_lock_works() {
         "\nthe default lock works here\n"
+    } else if capabilities.runs_fast_lock_without_scripts() {
+        "\nthe default lock does NOT work here; the fast lock (LockKind::Fast) does, without scripts\n"
     } else {
         "\nthe default lock does NOT work here\n"
     });

@@ -110,6 +110,11 @@ fn without_scripts_no_lock_works_and_the_exit_status_says_so() {
     assert_eq!(report["default_lock_works"], false);
     assert_eq!(support(&report, "EVAL"), "not_permitted");
     assert_eq!(standing(&report, "the reentrant lock"), "unavailable");
+    // The fast lock runs on native commands where the server has them (Valkey 9).
+    let natives = support(&report, "SET IFEQ") == "yes"
+        && (support(&report, "DELIFEQ") == "yes" || support(&report, "DELEX") == "yes");
+    let fast = if natives { "degraded" } else { "unavailable" };
+    assert_eq!(standing(&report, "the fast lock"), fast);
     let text = doctor(&url, false);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("does NOT work"), "{text}");

@@ -49,6 +49,12 @@ pub const RESTRICTIONS: &[Restriction] = &[
         scripts: true,
     },
     Restriction {
+        name: "no EVALSHA (every script sent whole)",
+        denied: &["-evalsha"],
+        refused: &["EVALSHA"],
+        scripts: true,
+    },
+    Restriction {
         name: "no pub/sub (twemproxy's set, as NOPERM)",
         denied: &[
             "-subscribe",

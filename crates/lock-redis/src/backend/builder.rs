@@ -10,7 +10,7 @@ use crate::backend::options::{
     NotificationMode, ShardedPubSub,
 };
 use crate::backend::redis_backend::RedisBackend;
-use crate::call::Calls;
+use crate::call::{Calls, Scripting};
 use crate::connection::pubsub::Notifications;
 use crate::connection::source::Source;
 #[cfg(any(feature = "cluster", feature = "sentinel"))]
@@ -484,7 +484,7 @@ impl RedisBackendBuilder {
                 (connection, Listen::Cluster(clients), announce)
             }
         };
-        let without_scripts = needs_scripts(&capabilities, self.kind, connection.coalesces())?;
+        let scripting = needs_scripts(&capabilities, self.kind, connection.coalesces())?;
         // An fsynced acknowledgement asks `WAITAOF` instead, checked below.
         if self
             .replication
@@ -551,7 +551,7 @@ impl RedisBackendBuilder {
                 announce,
                 self.replication,
                 self.keep_fencing_counters,
-                without_scripts,
+                scripting,
             ),
             notifications,
             self.kind,
@@ -837,9 +837,14 @@ fn needs_scripts(
     capabilities: &Capabilities,
     kind: LockKind,
     coalesces: bool,
-) -> Result<Option<Vec<String>>> {
+) -> Result<Scripting> {
     if capabilities.runs_scripts() {
-        return Ok(None);
+        // `EVALSHA` refused while `EVAL` runs (an ACL, a proxy): every script goes whole.
+        return Ok(if capabilities.supports(Capability::EvalSha) {
+            Scripting::ByHash
+        } else {
+            Scripting::Whole
+        });
     }
     let line = |capability: Capability| format!("{capability}: {}", capabilities.get(capability));
     let missing: Vec<String> = [Capability::Eval, Capability::EvalSha]
@@ -853,7 +858,7 @@ fn needs_scripts(
             "the server runs no scripts: the fast lock runs on its native commands, without \
              fencing tokens; every other primitive is refused"
         );
-        return Ok(Some(missing));
+        return Ok(Scripting::Never(missing));
     }
     let fast = match (kind, natives) {
         (LockKind::Fast, Err(natives)) => format!(

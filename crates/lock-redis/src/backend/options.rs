@@ -89,7 +89,10 @@ pub enum LockKind {
     /// older servers). Not reentrant: a second `lock` by the same owner is refused with
     /// [`Error::NotReentrant`] before any I/O. Same guard, watchdog, waiter, release channel
     /// and fencing tokens (asking for a token makes the acquire a script). Cheaper for the
-    /// server than a hash script; not understood by Redisson's `RLock`.
+    /// server than a hash script; not understood by Redisson's `RLock`. The one kind that runs
+    /// on a server without Lua scripts, where it has `SET … IFEQ` and `DELIFEQ` or `DELEX`
+    /// (one server or Sentinels; no fencing tokens there: see `docs/deployments.md`,
+    /// "Without scripts").
     ///
     /// [`Error::NotReentrant`]: lock_core::Error::NotReentrant
     Fast,

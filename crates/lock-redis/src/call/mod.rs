@@ -40,10 +40,21 @@ pub(crate) struct Calls {
     /// Fencing counters are kept for good instead of expiring once the server's clock has
     /// passed their last token (see `docs/redis-layout.md`).
     keep_fencing_counters: bool,
-    /// Why no script can run here (the probe's answers to `EVAL` and `EVALSHA`), on a server
-    /// that only runs the fast lock, on its native commands: every script call is refused
-    /// before any I/O with these reasons.
-    without_scripts: Option<Vec<String>>,
+    /// How scripts are sent, if at all.
+    scripting: Scripting,
+}
+
+/// How a backend's scripts reach the server, as the capability probe found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Scripting {
+    /// By hash (`EVALSHA`), sent whole once after a `NOSCRIPT`.
+    ByHash,
+    /// Always whole (`EVAL`): `EVALSHA` is refused (an ACL, a proxy) while `EVAL` runs.
+    Whole,
+    /// Not at all, with why (the probe's answers to `EVAL` and `EVALSHA`): a server that
+    /// only keeps the fast lock, on its native commands. Every script call is refused before
+    /// any I/O with these reasons.
+    Never(Vec<String>),
 }
 
 impl Calls {
@@ -53,7 +64,7 @@ impl Calls {
         announce: Announce,
         replication: Option<ReplicaAck>,
         keep_fencing_counters: bool,
-        without_scripts: Option<Vec<String>>,
+        scripting: Scripting,
     ) -> Self {
         // With replicas to wait for, one `WAIT` at a time: a `WAIT` holds its connection on the
         // server until it answers, so a call behind two of them could miss its deadline while
@@ -75,13 +86,18 @@ impl Calls {
             replication,
             wait_gate,
             keep_fencing_counters,
-            without_scripts,
+            scripting,
         }
     }
 
     /// Whether this server runs scripts (else only the fast lock works, on native commands).
     pub(crate) fn runs_scripts(&self) -> bool {
-        self.without_scripts.is_none()
+        !matches!(self.scripting, Scripting::Never(_))
+    }
+
+    /// Whether `script` goes out whole (`EVAL`) rather than by hash, even before a `NOSCRIPT`.
+    fn whole(&self, script: &LockScript) -> bool {
+        script.always_whole() || self.scripting == Scripting::Whole
     }
 
     /// Refuses a script call, before any I/O, on a server that runs none.
@@ -90,9 +106,9 @@ impl Calls {
     ///
     /// [`Error::Unsupported`] naming what the probe found of `EVAL` and `EVALSHA`.
     fn scripts_run(&self) -> Result<()> {
-        match &self.without_scripts {
-            None => Ok(()),
-            Some(missing) => Err(Error::Unsupported {
+        match &self.scripting {
+            Scripting::ByHash | Scripting::Whole => Ok(()),
+            Scripting::Never(missing) => Err(Error::Unsupported {
                 needs: "a Lua script (every lock but the fast lock, fencing tokens and \
                         describe run one; see docs/deployments.md)"
                     .into(),
@@ -300,7 +316,7 @@ impl Calls {
     ) -> Result<(T, Acknowledged)> {
         self.scripts_run()?;
         let command = |whole: bool| script.command(whole, keys, &fill, 0);
-        let answer = match take_turn(self, timeout, || vec![command(false)]) {
+        let answer = match take_turn(self, timeout, || vec![command(self.whole(script))]) {
             // Alone: the script's own request id proves the reply, no `PING` needed.
             Turn::Alone(slot) => {
                 let reply = self.run_acked(route, script, keys, timeout, fill).await;
@@ -341,7 +357,7 @@ impl Calls {
     /// [`coalesce::take_turn_behind`]): for the cleanup that undoes a call whose caller went
     /// away, which must reach the server after that call. No replica acknowledgement is asked
     /// of it (queued, it may share a pipeline whose replica wait other calls asked for).
-    /// `script` is sent whole when it is [`LockScript::always_whole`].
+    /// `script` is sent whole when it is [`LockScript::always_whole`] (or every script is).
     pub(crate) async fn run_behind<T: FromRedisValue>(
         self: &Arc<Self>,
         route: &str,
@@ -357,7 +373,7 @@ impl Calls {
             // would share one pipeline across slots.
             return self.run(route, script, keys, timeout, fill).await;
         }
-        let whole = script.always_whole();
+        let whole = self.whole(script);
         let command = |whole: bool| script.command(whole, keys, &fill, 0);
         let answer = match take_turn_behind(self, timeout, || vec![command(whole)]) {
             Turn::Alone(slot) => {
@@ -556,7 +572,7 @@ impl Calls {
                 }
             }
         };
-        let (mut reply, mut after) = send(script.always_whole()).await?;
+        let (mut reply, mut after) = send(self.whole(script)).await?;
         if let Value::ServerError(error) = &reply
             && error.kind() == Some(ServerErrorKind::NoScript)
         {

@@ -286,11 +286,24 @@ impl Capabilities {
 
     /// Whether the fast lock can be kept without scripts, on the server's native commands:
     /// `SET … IFEQ` to renew, `DELIFEQ` or `DELEX` to release, `PING <id>` to prove replies in
-    /// step. `Err` lists what is missing.
+    /// step. `Err` lists what is missing. A cluster needs scripts all the same
+    /// ([`Self::runs_fast_lock_without_scripts`]).
     ///
     /// # Errors
     ///
     /// The capabilities that are missing, when one is.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), lock_core::Error> {
+    /// let backend = lock_redis::RedisBackend::connect("redis://127.0.0.1:6379/").await?;
+    /// if let Err(missing) = backend.capabilities().keeps_fast_lock_natively() {
+    ///     println!("without scripts the fast lock would need {missing:?}");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn keeps_fast_lock_natively(&self) -> Result<(), Vec<Capability>> {
         let mut missing = Vec::new();
         if !self.get(Capability::SetIfEq).is_yes() {
@@ -307,6 +320,18 @@ impl Capabilities {
         } else {
             Err(missing)
         }
+    }
+
+    /// Whether the fast lock runs here although scripts do not: the server keeps it natively
+    /// ([`Self::keeps_fast_lock_natively`]) and is not a cluster node (on a cluster a redirect
+    /// could split a release from its announcement).
+    #[must_use]
+    pub fn runs_fast_lock_without_scripts(&self) -> bool {
+        let cluster = self
+            .server
+            .as_ref()
+            .is_some_and(|server| server.mode == "cluster");
+        !self.runs_scripts() && !cluster && self.keeps_fast_lock_natively().is_ok()
     }
 
     /// Which lock kinds, primitives, notification modes and guarantees work on the probed
@@ -361,7 +386,7 @@ impl Capabilities {
                 Standing::Works,
                 "SET NX PX, released with a script (no native compare-and-delete)".into(),
             ),
-            (false, Some(delete)) if self.keeps_fast_lock_natively().is_ok() => feature(
+            (false, Some(delete)) if self.runs_fast_lock_without_scripts() => feature(
                 "the fast lock (LockKind::Fast)",
                 Standing::Degraded,
                 format!(
@@ -393,8 +418,11 @@ impl Capabilities {
             )
         });
         let announce = self.get(Capability::PublishInScript);
+        let native_fast = self.runs_fast_lock_without_scripts();
         features.push(if self.supports(Capability::PublishInScript) {
             feature("announcing releases", Standing::Works, "PUBLISH from the releasing scripts".into())
+        } else if native_fast && self.supports(Capability::Publish) {
+            feature("announcing releases", Standing::Works, "PUBLISH after the fast lock's native release".into())
         } else {
             feature(
                 "announcing releases",
@@ -415,22 +443,35 @@ impl Capabilities {
                 ),
             )
         });
-        features.push(if self.supports(Capability::ScriptLoad) {
-            feature(
-                "scripts loaded per connection",
-                Standing::Works,
-                "SCRIPT LOAD".into(),
-            )
-        } else {
-            feature(
-                "scripts loaded per connection",
+        // Without scripts, how they would be sent does not matter.
+        if scripts {
+            features.push(if self.supports(Capability::ScriptLoad) {
+                feature(
+                    "scripts loaded per connection",
+                    Standing::Works,
+                    "SCRIPT LOAD".into(),
+                )
+            } else {
+                feature(
+                    "scripts loaded per connection",
+                    Standing::Degraded,
+                    format!(
+                        "SCRIPT LOAD: {}; each script is sent whole once per server (EVAL)",
+                        self.get(Capability::ScriptLoad)
+                    ),
+                )
+            });
+        }
+        if scripts && !self.supports(Capability::EvalSha) {
+            features.push(feature(
+                "scripts sent by hash",
                 Standing::Degraded,
                 format!(
-                    "SCRIPT LOAD: {}; each script is sent whole once per server (EVAL)",
-                    self.get(Capability::ScriptLoad)
+                    "EVALSHA: {}; every script is sent whole every time (EVAL)",
+                    self.get(Capability::EvalSha)
                 ),
-            )
-        });
+            ));
+        }
         features.push(if self.supports(Capability::PingEcho) {
             feature(
                 "proving replies in step",
