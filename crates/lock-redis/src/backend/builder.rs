@@ -423,7 +423,7 @@ impl RedisBackendBuilder {
                 capabilities = found;
                 let connection = Connection::standalone(
                     Source::Fixed(client.clone()),
-                    Manners::of(&capabilities),
+                    &capabilities,
                     self.connect_timeout,
                     self.command_timeout,
                 )
@@ -444,7 +444,7 @@ impl RedisBackendBuilder {
                 capabilities = probe::probe(&primary, self.connect_timeout).await?;
                 let connection = Connection::standalone(
                     source.clone(),
-                    Manners::of(&capabilities),
+                    &capabilities,
                     self.connect_timeout,
                     self.command_timeout,
                 )
@@ -877,7 +877,7 @@ fn needs_scripts(
     if let Support::NotPermitted(_) = capabilities.get(Capability::Eval) {
         return Err(Error::NotPermitted(
             format!(
-                "{} (every lock needs +eval +evalsha){fast}",
+                "{} (every lock needs +eval, and +evalsha to send scripts by hash){fast}",
                 missing.join("; ")
             )
             .into(),

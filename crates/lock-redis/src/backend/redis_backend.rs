@@ -127,6 +127,36 @@ impl RedisBackend {
         &self.inner.capabilities
     }
 
+    /// What the server answered the latest capability probe: the one at connect, or on one
+    /// server and behind Sentinels the one run after the command connection was last
+    /// replaced (at most one every 10 s). A re-probe that finds a capability gained or lost
+    /// logs one warning and counts `distlock_capabilities_changed_total`; the choices made at
+    /// connect ([`capabilities`](Self::capabilities)) stay. A cluster keeps the answers at
+    /// connect.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use lock_redis::{Capability, RedisBackend};
+    ///
+    /// # async fn demo() -> Result<(), lock_core::Error> {
+    /// let backend = RedisBackend::connect("redis://127.0.0.1:6379/").await?;
+    /// let now = backend.latest_capabilities();
+    /// if now.supports(Capability::EvalSha) != backend.capabilities().supports(Capability::EvalSha) {
+    ///     println!("the server changed since connect: {now}");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn latest_capabilities(&self) -> Capabilities {
+        self.inner
+            .calls
+            .connection()
+            .latest_capabilities()
+            .unwrap_or_else(|| self.inner.capabilities.clone())
+    }
+
     /// Everything the server holds for the name `name`, in one atomic read, whichever kind of
     /// the family (if any) uses it: its [`Layout`] (a lock of either kind, a read-write lock,
     /// a fair lock, an election, lease-bound permits, a semaphore's or a latch's count), its

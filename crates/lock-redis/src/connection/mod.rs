@@ -9,6 +9,7 @@ pub(crate) mod deferred;
 pub(crate) mod manners;
 pub(crate) mod probe;
 pub(crate) mod pubsub;
+pub(crate) mod reprobe;
 pub(crate) mod scan;
 #[cfg(feature = "sentinel")]
 pub(crate) mod sentinel_watch;
@@ -34,6 +35,7 @@ pub(crate) use self::manners::Manners;
 #[cfg(feature = "cluster")]
 use self::slot_owners::SlotOwners;
 use self::standalone::Standalone;
+use crate::wire::capabilities::Capabilities;
 #[cfg(feature = "cluster")]
 use crate::wire::capabilities::Echo;
 
@@ -129,13 +131,24 @@ impl Connection {
     /// As for connecting: a connection error, a timeout, or refused credentials.
     pub(crate) async fn standalone(
         source: source::Source,
-        manners: Manners,
+        capabilities: &Capabilities,
         connect_timeout: Duration,
         command_timeout: Duration,
     ) -> Result<Connection> {
-        Standalone::connect(source, manners, connect_timeout, command_timeout)
+        Standalone::connect(source, capabilities, connect_timeout, command_timeout)
             .await
             .map(Connection::Standalone)
+    }
+
+    /// What the latest capability probe found: at connect, or (one server, Sentinels) after
+    /// the command connection was last replaced; `None` on a cluster, whose connections
+    /// redis-rs replaces (the answers at connect stand).
+    pub(crate) fn latest_capabilities(&self) -> Option<Capabilities> {
+        match self {
+            Connection::Standalone(standalone) => Some(standalone.latest_capabilities()),
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(_) => None,
+        }
     }
 
     /// Connects to a Redis Cluster through `client` (see [`Cluster::connect`]).

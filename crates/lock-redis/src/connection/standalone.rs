@@ -37,7 +37,10 @@ use tokio::sync::{Notify, oneshot, watch};
 use crate::connection::alignment::Alignment;
 use crate::connection::deferred::{self, Deferred};
 use crate::connection::manners::Manners;
+use crate::connection::probe;
+use crate::connection::reprobe::Reprobe;
 use crate::connection::source::Source;
+use crate::wire::capabilities::Capabilities;
 use crate::wire::errors::{map_error, refused_for_now};
 use crate::wire::scripts;
 
@@ -110,6 +113,10 @@ struct Shared {
     source: Source,
     config: AsyncConnectionConfig,
     manners: Manners,
+    /// The capability probe's latest answers, asked again after each replacement.
+    reprobe: Reprobe,
+    /// The limit for connecting (and for each step of a re-probe).
+    connect_timeout: Duration,
     /// The limit for one replacement attempt.
     attempt_timeout: Duration,
     current: Mutex<Current>,
@@ -138,10 +145,11 @@ impl Standalone {
     /// most `connect_timeout`): an attempt is a handful of round trips.
     pub(crate) async fn connect(
         source: Source,
-        manners: Manners,
+        capabilities: &Capabilities,
         connect_timeout: Duration,
         command_timeout: Duration,
     ) -> Result<Standalone> {
+        let manners = Manners::of(capabilities);
         // No response timeout in redis-rs: every call has its own, and a timed-out call
         // replaces the connection here.
         let config = AsyncConnectionConfig::new()
@@ -164,6 +172,8 @@ impl Standalone {
                 source,
                 config,
                 manners,
+                reprobe: Reprobe::new(capabilities.clone()),
+                connect_timeout,
                 attempt_timeout: (command_timeout * 2).min(connect_timeout),
                 current: Mutex::new(Current {
                     link: Some(Arc::new(link)),
@@ -204,6 +214,11 @@ impl Standalone {
         if let Some(link) = self.ready() {
             self.discard(&link, why);
         }
+    }
+
+    /// What the latest capability probe found (see [`Reprobe`]).
+    pub(crate) fn latest_capabilities(&self) -> Capabilities {
+        self.shared.reprobe.latest()
     }
 
     /// The command that echoes request id `id`.
@@ -492,7 +507,10 @@ async fn replace(flag: ReplacingFlag) {
                     link.generation = lock(&strong.current).generation;
                     let link = Arc::new(link);
                     match tokio::time::timeout(strong.attempt_timeout, publish(&strong, &link)).await {
-                        Ok(Ok(())) => return,
+                        Ok(Ok(())) => {
+                            reprobe_later(&strong);
+                            return;
+                        }
                         Ok(Err(NotPublished::RefusedForNow(error))) => {
                             // A later link asks again; this one has nothing left to fence.
                             tracing::debug!(%error, "a deferred cleanup was refused for now; retrying on another connection");
@@ -519,6 +537,29 @@ async fn replace(flag: ReplacingFlag) {
             }
         }
     }
+}
+
+/// Asks the server the capability probe again, in a task of its own (the new link is already
+/// public: calls do not wait for it), unless one ran lately (see [`Reprobe`]).
+fn reprobe_later(shared: &Arc<Shared>) {
+    if !shared.reprobe.due() {
+        return;
+    }
+    let (source, timeout) = (shared.source.clone(), shared.connect_timeout);
+    let shared = Arc::downgrade(shared);
+    tokio::spawn(async move {
+        let found = match source.client().await {
+            Ok(client) => probe::probe(&client, timeout).await,
+            Err(error) => Err(map_error(&error, timeout)),
+        };
+        match (found, shared.upgrade()) {
+            (Ok(found), Some(shared)) => shared.reprobe.settle(found),
+            (Err(error), Some(_)) => {
+                tracing::debug!(%error, "the capability probe after a reconnect failed");
+            }
+            (_, None) => {}
+        }
+    });
 }
 
 /// Fences every client that may still run requests of this backend, replays the deferred
