@@ -30,7 +30,7 @@ use crate::wire::errors::map_error;
 pub(crate) async fn probe(client: &Client, timeout: Duration) -> Result<Capabilities> {
     let client = unnamed(client)?;
     // Random enough to stay apart from other probes; the key is never written.
-    let tag = crate::connection::standalone::rand_start();
+    let tag = crate::wire::reply::rand_start();
     let key = format!("distlock:probe:{{{tag}}}");
     let channel = format!("distlock:probe:{tag}");
     let asked: Vec<(Capability, redis::Cmd)> = Capability::ALL

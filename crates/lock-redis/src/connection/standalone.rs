@@ -42,6 +42,7 @@ use crate::connection::reprobe::Reprobe;
 use crate::connection::source::Source;
 use crate::wire::capabilities::Capabilities;
 use crate::wire::errors::{map_error, refused_for_now};
+use crate::wire::reply;
 use crate::wire::scripts;
 
 /// How the server knows one of our connections: enough to kill exactly that client.
@@ -185,7 +186,7 @@ impl Standalone {
                 }),
                 published,
                 wanted: Notify::new(),
-                nonce: AtomicU64::new(rand_start()),
+                nonce: AtomicU64::new(reply::rand_start()),
             }),
         };
         #[cfg(feature = "sentinel")]
@@ -424,17 +425,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-pub(crate) fn rand_start() -> u64 {
-    // The id only has to differ from the ids of requests still in flight on the same
-    // connection; a clock-based start keeps sequences of different backends apart as well.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_nanos());
-    #[allow(clippy::cast_possible_truncation)] // only the low bits matter
-    let start = nanos as u64;
-    start & ((1 << 62) - 1)
 }
 
 /// At most this many connection attempts are in flight at once during a replacement (attempts

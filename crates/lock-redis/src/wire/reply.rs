@@ -70,3 +70,15 @@ pub(crate) fn count(value: i64) -> Result<u32> {
     u32::try_from(value)
         .map_err(|_| Error::Protocol(format!("hold count {value} out of range").into()))
 }
+
+/// A starting point for request ids (and the probe's random tags).
+pub(crate) fn rand_start() -> u64 {
+    // The id only has to differ from the ids of requests still in flight on the same
+    // connection; a clock-based start keeps sequences of different backends apart as well.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos());
+    #[allow(clippy::cast_possible_truncation)] // only the low bits matter
+    let start = nanos as u64;
+    start & ((1 << 62) - 1)
+}
