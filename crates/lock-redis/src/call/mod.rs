@@ -406,17 +406,7 @@ impl Calls {
         timeout: Duration,
     ) -> Result<Vec<Value>> {
         let count = commands.len();
-        let mut commands = Some(commands);
-        let mut replies =
-            match take_turn_behind(self, timeout, || commands.take().unwrap_or_default()) {
-                Turn::Alone(slot) => {
-                    let commands = commands.unwrap_or_default();
-                    let replies = self.pipeline_of(commands, &[count], timeout).await;
-                    drop(slot);
-                    replies?.pop().unwrap_or_default()
-                }
-                Turn::Queued(answer) => queued_reply(answer, timeout).await?,
-            };
+        let mut replies = self.send_in_turn(commands, timeout, true).await?;
         replies.truncate(count);
         Ok(replies)
     }
@@ -483,8 +473,25 @@ impl Calls {
         commands: Vec<Cmd>,
         timeout: Duration,
     ) -> Result<Vec<Value>> {
+        self.send_in_turn(commands, timeout, false).await
+    }
+
+    /// [`Self::send_coalesced`] (`behind`: [`Self::send_behind`]): alone when its turn comes
+    /// at once, else in the next shared pipeline.
+    async fn send_in_turn(
+        self: &Arc<Self>,
+        commands: Vec<Cmd>,
+        timeout: Duration,
+        behind: bool,
+    ) -> Result<Vec<Value>> {
         let mut commands = Some(commands);
-        match take_turn(self, timeout, || commands.take().unwrap_or_default()) {
+        let make = || commands.take().unwrap_or_default();
+        let turn = if behind {
+            take_turn_behind(self, timeout, make)
+        } else {
+            take_turn(self, timeout, make)
+        };
+        match turn {
             Turn::Alone(slot) => {
                 let commands = commands.unwrap_or_default();
                 let counts = [commands.len()];
