@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # Runs every test (unit, integration, conformance, doc tests) against real server processes that
-# the testkit starts on free loopback ports. Extra arguments go to `cargo test`.
+# the testkit starts on free loopback ports. The test binaries run side by side
+# (scripts/run-tests.py: the fault batteries one at a time, at most two binaries with clusters or
+# Sentinel groups at once). Arguments: run-tests.py's (--jobs N, -p PACKAGE, --no-doc), then
+# after `--` arguments for every test binary (a name filter, --nocapture).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/ensure-redis.sh
 source scripts/ensure-redis.sh
 ensure_redis_server
 ensure_nutcracker
-exec cargo test --workspace --all-features "$@"
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "the test runner needs python3 (Debian: sudo apt-get install python3)" >&2
+    exit 1
+fi
+exec python3 scripts/run-tests.py "$@"

@@ -86,20 +86,20 @@ where
     // Someone who came last tries the lock every few milliseconds without queueing: while
     // others wait in the queue it must never get it, not even in the moment between one
     // holder's release and the next one's grant.
+    // Once the last waiter has been granted (and has released), it may: so each of its grants
+    // notes how many waiters had been granted by then (a waiter notes its grant before it
+    // releases, so a grant seen with fewer than all of them came ahead of the queue).
     let (_, barger) = fair_of(harness).await;
     let barging = tokio::spawn({
-        let name = name.clone();
+        let (name, order) = (name.clone(), order.clone());
         async move {
-            let mut got = 0;
             loop {
                 if let Some(guard) = barger.try_lock(&name).await.expect("try") {
-                    got += 1;
+                    let granted_before = order.lock().expect("order").len();
                     assert!(guard.release().await.expect("release").was_held());
+                    return granted_before;
                 }
                 sleep(Duration::from_millis(3)).await;
-                if got > 0 {
-                    return got;
-                }
             }
         }
     });
@@ -111,11 +111,15 @@ where
             .expect("every waiter gets its turn")
             .expect("task");
     }
-    assert!(
-        !barging.is_finished(),
-        "a caller who never queued got the lock ahead of queued waiters"
-    );
-    barging.abort();
+    if barging.is_finished() {
+        let granted_before = barging.await.expect("barging task");
+        assert_eq!(
+            granted_before, 5,
+            "a caller who never queued got the lock ahead of queued waiters"
+        );
+    } else {
+        barging.abort();
+    }
     let order = order.lock().expect("order").clone();
     let arrivals: Vec<usize> = order.iter().map(|(arrival, _)| *arrival).collect();
     assert_eq!(
