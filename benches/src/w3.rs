@@ -1,4 +1,4 @@
-//! W3: `--w3-tasks` tasks contend on ONE key: lock, a short critical section (`--hold-us` of
+//! W3: `--w3-tasks` tasks contend on ONE key: lock, a short critical section (`--w3-hold-us` of
 //! busy work), unlock, repeat, for `--w3-duration` seconds per row.
 //!
 //! An op here is one **handoff**: an acquisition by a different task than the one that released
@@ -23,7 +23,7 @@
 //! Rows: `distlock` (`Locker<RedisBackend>::lock`: wait forever with the default release
 //! notifications, watchdog lease; `guard.release()`), `rslock` (`LockManager::acquire_no_guard`
 //! with its defaults: 3 attempts per `lock`, random 0..200 ms between them, then `acquire` starts
-//! over), `rslock-tuned` (the same with a random 0..`--rslock-retry-ms` delay), and `ping`: the
+//! over), `rslock-tuned` (the same with a random 0..`--w3-rslock-retry-ms` delay), and `ping`: the
 //! `PING` round trip on the probe's connection, sampled before every slice of the same run, so
 //! the target "distlock's p50 wait ≤ 2 × PING RTT" reads off the ratio table as
 //! `distlock p50 ÷ ping ≤ 2.00`.

@@ -1,4 +1,4 @@
-//! W5: hold `--locks` locks (10,000) under the watchdog for `--periods` renewal periods, then
+//! W5: hold `--locks` locks (10,000) under the watchdog for `--w5-periods` renewal periods, then
 //! release them all. W5C is the same on a 3-primary cluster.
 //!
 //! One `Locker<RedisBackend>` (default backend settings, default watchdog) takes every lock with

@@ -8,6 +8,12 @@
 //!   alone, at work.
 //! - `pick_backend`: the same application code under a single-node lock or, built with
 //!   `--features redlock`, a RedLock over several nodes.
+//! - `metrics`: the `metrics` facade with a Prometheus exporter, scraped while locks are taken.
+//! - `semaphore`: processes sharing a counting semaphore of `--permits`.
+//! - `latch`: processes waiting on a countdown latch until the others count it down.
+//! - `rwlock`: readers together, writers alone, on one read-write lock.
+//! - `fairlock`: processes granted a fair lock in the order they asked.
+//! - `leader`: a process campaigns for a leader election, or observes it.
 //!
 //! The Redis demos take `--url`; without it they start a private `redis-server` through
 //! [`lock_testkit::RedisServer`] (see [`DemoRedis`]).

@@ -19,6 +19,22 @@
 //!   section with `tokio::select!`. [`LockGuard::release`] reports a [`ReleaseOutcome`]:
 //!   [`ReleaseOutcome::NotHeld`] means the lock had expired or was deleted meanwhile.
 //!
+//! # Which primitive
+//!
+//! | you need | take | Redisson's name |
+//! |---|---|---|
+//! | one holder at a time, across processes | [`Locker::lock`], [`Locker::try_lock`], [`Locker::lock_with`], [`Locker::with_lock`] | `RLock` |
+//! | the same without reentrancy, at about half the server work | `LockKind::Fast` on the Redis builder | — |
+//! | one holder at a time, in the order they asked | `Locker::new(backend.fair_side())` ([`FairBackend`]) | `RFairLock` |
+//! | many readers or one writer | [`RwLocker`] | `RReadWriteLock` |
+//! | at most N holders, a dead holder's permit given back by its lease | [`PermitLocker`] | `RPermitExpirableSemaphore` |
+//! | a plain counter of N permits | [`Locker::semaphore`] | `RSemaphore` |
+//! | wait until N others have counted down | [`Locker::latch`] | `RCountDownLatch` |
+//! | one leader among candidates | [`Election`] | — |
+//! | survive losing a node; take several locks together | `RedLock` (feature `redlock`); `MultiLock` (feature `multi`) | `RedissonRedLock`; `RedissonMultiLock` |
+//!
+//! `docs/README.md` in the repository maps each one to its page.
+//!
 //! # Example
 //!
 //! With the in-memory backend (the same semantics as Redis, no server needed):
@@ -116,6 +132,9 @@
 //! | `tls-rustls` | no | `rediss://` URLs in every mode, TLS through rustls (ring provider): the webpki root certificates or your own CA bundle, mutual TLS (`RedisBackendBuilder::tls_ca_pem`, `tls_client_identity`; implies `redis`) |
 //! | `multi` | no | [`MultiLock`] and the [`multi`](mod@multi) module (the `lock-multi` crate); with `redis`, [`connect_multi`] |
 //! | `redlock` | no | [`RedLock`] and the [`redlock`](mod@redlock) module (RedLock's policy in the `lock-multi` crate); with `redis`, [`connect_redlock`] |
+//! | `cluster` | no | Redis Cluster: `RedisBackend::cluster_builder(seeds)`, `ShardedPubSub`, `connect_cluster(seeds)`; implies `redis` |
+//! | `sentinel` | no | Sentinel: `RedisBackend::sentinel_builder(sentinels, service)`, the primary followed across failovers; implies `redis` |
+//! | `metrics` | no | metrics through the `metrics` facade (acquire, wait and hold times, renewals, leases lost, each node's votes; see `docs/observability.md`) |
 //!
 //! Without default features only the backend-independent API and [`MemoryBackend`] remain, for
 //! code that is generic over [`LockBackend`] or that brings its own backend.

@@ -61,8 +61,8 @@
 //! ```
 
 // On docs.rs (`--cfg docsrs`, nightly) every item that needs a cargo feature gets a badge naming
-// it; `doc_cfg` adds them from the `#[cfg]`s alone (this crate has no features yet; the setting
-// matches the other crates'). Other builds never see the nightly feature.
+// it; `doc_cfg` adds them from the `#[cfg]`s alone (here the `metrics` items). Other builds never
+// see the nightly feature.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod composite;
