@@ -6,7 +6,7 @@
 //! The three servers are shared by every case of this file (fresh names per case), started by
 //! the first case and stopped when the last one running lets go.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_core::{
@@ -14,25 +14,17 @@ use lock_core::{
 };
 use lock_multi::{Composite, MultiLock, Quorum, RedLock};
 use lock_redis::RedisBackend;
-use lock_testkit::RedisNodes;
 use lock_testkit::conformance::{fresh_name, run};
+use lock_testkit::{RedisNodes, SharedFixture};
 
 /// How long a woken waiter may take to get the lock: far under the 20 s leases of holders,
 /// which would let it in without any wake-up.
 const HAND_OFF: Duration = Duration::from_millis(700);
 
-static SHARED: Mutex<Weak<RedisNodes>> = Mutex::new(Weak::new());
+static SHARED: SharedFixture<RedisNodes> = SharedFixture::new();
 
 fn shared_nodes() -> Arc<RedisNodes> {
-    let mut shared = SHARED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(nodes) = shared.upgrade() {
-        return nodes;
-    }
-    let nodes = Arc::new(RedisNodes::start(3).expect("start three redis-server nodes"));
-    *shared = Arc::downgrade(&nodes);
-    nodes
+    SHARED.get_or_start(|| RedisNodes::start(3).expect("start three redis-server nodes"))
 }
 
 /// Which side of every node a composite is made of.

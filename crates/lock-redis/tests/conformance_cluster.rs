@@ -7,24 +7,16 @@
 //! the cluster is started by the first case and stopped when the last one running lets go.
 #![cfg(feature = "cluster")]
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 
 use lock_redis::{LockKind, NotificationMode, RedisBackend, ShardedPubSub};
-use lock_testkit::RedisCluster;
 use lock_testkit::conformance::Harness;
+use lock_testkit::{RedisCluster, SharedFixture};
 
-static SHARED: Mutex<Weak<RedisCluster>> = Mutex::new(Weak::new());
+static SHARED: SharedFixture<RedisCluster> = SharedFixture::new();
 
 fn shared_cluster() -> Arc<RedisCluster> {
-    let mut shared = SHARED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(cluster) = shared.upgrade() {
-        return cluster;
-    }
-    let cluster = Arc::new(RedisCluster::start(3, 1).expect("start a cluster"));
-    *shared = Arc::downgrade(&cluster);
-    cluster
+    SHARED.get_or_start(|| RedisCluster::start(3, 1).expect("start a cluster"))
 }
 
 struct Cluster {

@@ -17,7 +17,7 @@
 //! One server serves every case of this file: cases use fresh names, and the server is started
 //! by the first case and stopped when the last one running lets go.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::StreamExt;
@@ -25,8 +25,8 @@ use lock_core::fair_backend::QUEUE_TIMEOUT;
 use lock_core::{FairBackend, FairState, LockOptions, Locker};
 use lock_redis::redis::{self, aio::MultiplexedConnection};
 use lock_redis::{RedisBackend, RedisFairSide};
-use lock_testkit::RedisServer;
 use lock_testkit::conformance::{fresh_name, run};
+use lock_testkit::{RedisServer, SharedFixture};
 
 /// How long a waiter may take to get the lock once told its turn: well under the third of
 /// `QUEUE_TIMEOUT` after which it would try again on its own.
@@ -381,18 +381,10 @@ async fn told_its_turn(messages: &mut (impl futures_util::Stream<Item = redis::M
     assert_eq!(payload.parse::<i64>(), Ok(UNLOCK_MESSAGE), "{payload:?}");
 }
 
-static SHARED: Mutex<Weak<RedisServer>> = Mutex::new(Weak::new());
+static SHARED: SharedFixture<RedisServer> = SharedFixture::new();
 
 fn shared_server() -> Arc<RedisServer> {
-    let mut shared = SHARED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(server) = shared.upgrade() {
-        return server;
-    }
-    let server = Arc::new(RedisServer::start().expect("start redis-server"));
-    *shared = Arc::downgrade(&server);
-    server
+    SHARED.get_or_start(|| RedisServer::start().expect("start redis-server"))
 }
 
 /// distlock's side of one case: a backend (for `fair_state`) and fair lockers, one per

@@ -6,15 +6,15 @@
 //! One server serves every case of this file: cases use fresh names, and the server is started
 //! by the first case and stopped when the last one running lets go.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use lock_core::{Error, Locker, ReleaseOutcome, Semaphore};
 use lock_redis::RedisBackend;
 use lock_redis::redis::{self, aio::MultiplexedConnection};
-use lock_testkit::RedisServer;
 use lock_testkit::conformance::{fresh_name, run};
+use lock_testkit::{RedisServer, SharedFixture};
 
 /// How long a woken waiter may take to get its permits: well under the one-second re-check
 /// (`RECHECK_WITHOUT_TTL`) that would get them without any announcement heard.
@@ -174,18 +174,10 @@ impl Redisson {
     }
 }
 
-static SHARED: Mutex<Weak<RedisServer>> = Mutex::new(Weak::new());
+static SHARED: SharedFixture<RedisServer> = SharedFixture::new();
 
 fn shared_server() -> Arc<RedisServer> {
-    let mut shared = SHARED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(server) = shared.upgrade() {
-        return server;
-    }
-    let server = Arc::new(RedisServer::start().expect("start redis-server"));
-    *shared = Arc::downgrade(&server);
-    server
+    SHARED.get_or_start(|| RedisServer::start().expect("start redis-server"))
 }
 
 /// One distlock client and one Redisson client of the semaphore `name`.

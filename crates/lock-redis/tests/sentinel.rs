@@ -4,26 +4,18 @@
 //! shared by the cases), and locks held across a failover.
 #![cfg(feature = "sentinel")]
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_core::{LockOptions, Locker, ReleaseOutcome};
 use lock_redis::{LockKind, NotificationMode, RedisBackend};
-use lock_testkit::SentinelGroup;
 use lock_testkit::conformance::Harness;
+use lock_testkit::{SentinelGroup, SharedFixture};
 
-static SHARED: Mutex<Weak<SentinelGroup>> = Mutex::new(Weak::new());
+static SHARED: SharedFixture<SentinelGroup> = SharedFixture::new();
 
 fn shared_group() -> Arc<SentinelGroup> {
-    let mut shared = SHARED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(group) = shared.upgrade() {
-        return group;
-    }
-    let group = Arc::new(SentinelGroup::start(1).expect("start a Sentinel group"));
-    *shared = Arc::downgrade(&group);
-    group
+    SHARED.get_or_start(|| SentinelGroup::start(1).expect("start a Sentinel group"))
 }
 
 struct Sentinel {
