@@ -5,6 +5,7 @@
 -- ARGV[3] release channel, ARGV[4] release message, ARGV[5] how to announce the release
 -- ('p' PUBLISH, 's' SPUBLISH (a cluster's sharded channels), 'b' both), ARGV[6] request id
 -- Returns {request id, 1} when something changed, {request id, 0} otherwise.
+--#include announce
 local held = redis.call('hget', KEYS[1], ARGV[1])
 if not held then
     return {ARGV[6], 0}
@@ -19,11 +20,6 @@ if keep > 0 then
 end
 redis.call('hdel', KEYS[1], ARGV[1])
 if redis.call('exists', KEYS[1]) == 0 then
-    if ARGV[5] ~= 's' then
-        redis.pcall('publish', ARGV[3], ARGV[4])
-    end
-    if ARGV[5] ~= 'p' then
-        redis.pcall('spublish', ARGV[3], ARGV[4])
-    end
+    announce(ARGV[5], ARGV[3], ARGV[4])
 end
 return {ARGV[6], 1}

@@ -9,6 +9,7 @@
 -- 's', 'b'), ARGV[7] request id
 -- Returns {request id, -1} when the owner holds nothing (nothing changed), else {request id,
 -- the owner's holds left} (0: nobody leads).
+--#include announce
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
 if held == nil then
     return {ARGV[7], -1}
@@ -32,12 +33,7 @@ redis.call('hdel', KEYS[1], ARGV[1])
 redis.call('hdel', KEYS[2], ARGV[1])
 if redis.call('exists', KEYS[1]) == 0 then
     for _, channel in ipairs({ARGV[4], ARGV[5]}) do
-        if ARGV[6] ~= 's' then
-            redis.pcall('publish', channel, '0')
-        end
-        if ARGV[6] ~= 'p' then
-            redis.pcall('spublish', channel, '0')
-        end
+        announce(ARGV[6], channel, '0')
     end
 end
 return {ARGV[7], 0}

@@ -9,32 +9,11 @@
 -- again, in ms, ARGV[6] request id
 -- Returns {request id, 1, hold count, token or 0} when granted, {request id, 0, ms to wait at
 -- most before trying again} otherwise.
+--#include next_fencing_token
 
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local keep_queued = tonumber(ARGV[5])
-
-local function next_token()
-    if ARGV[3] ~= '1' and ARGV[3] ~= 'k' then
-        return 0
-    end
-    local micros = tonumber(time[1]) * 1000000 + tonumber(time[2])
-    local token = (tonumber(redis.call('get', KEYS[4])) or 0) + 1
-    if token < micros then
-        token = micros
-    end
-    -- The counter lives until the server clock has passed the token, and one lease more
-    -- ('1'): after that a lost counter changes nothing, as the next token is floored at
-    -- the clock. 'k' keeps it for good (Redisson's fenced lock shares it: its INCR would
-    -- start again at 1).
-    if ARGV[3] == 'k' then
-        redis.call('set', KEYS[4], string.format('%.0f', token))
-    else
-        redis.call('set', KEYS[4], string.format('%.0f', token), 'PX',
-            math.floor((token - micros) / 1000) + tonumber(ARGV[1]) + 1)
-    end
-    return token
-end
 
 -- Waiters at the head whose deadline passed went away: drop them (as Redisson does). Not the
 -- caller's own entry: it is here, trying, and keeps its place with a fresh deadline below (a
@@ -56,7 +35,7 @@ end
 if redis.call('exists', KEYS[1]) == 0 then
     local head = redis.call('lindex', KEYS[2], 0)
     if head == false or head == ARGV[2] then
-        local token = next_token()
+        local token = next_fencing_token(KEYS[4], ARGV[3], ARGV[1])
         if head ~= false then
             redis.call('lpop', KEYS[2])
         end
@@ -67,7 +46,7 @@ if redis.call('exists', KEYS[1]) == 0 then
     end
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local token = next_token()
+    local token = next_fencing_token(KEYS[4], ARGV[3], ARGV[1])
     local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])

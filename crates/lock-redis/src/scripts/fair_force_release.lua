@@ -3,16 +3,12 @@
 -- KEYS[1] lock hash, KEYS[2] queue; ARGV[1] the lock's channel, ARGV[2] how to announce ('p',
 -- 's', 'b'), ARGV[3] request id
 -- Returns {request id, 1} when the lock existed, {request id, 0} otherwise.
+--#include announce
 if redis.call('del', KEYS[1]) == 0 then
     return {ARGV[3], 0}
 end
 local head = redis.call('lindex', KEYS[2], 0)
 if head ~= false then
-    if ARGV[2] ~= 's' then
-        redis.pcall('publish', ARGV[1] .. ':' .. head, '0')
-    end
-    if ARGV[2] ~= 'p' then
-        redis.pcall('spublish', ARGV[1] .. ':' .. head, '0')
-    end
+    announce(ARGV[2], ARGV[1] .. ':' .. head, '0')
 end
 return {ARGV[3], 1}

@@ -6,6 +6,7 @@
 -- ARGV[1] owner field, ARGV[2] the lock's channel, ARGV[3] how to announce ('p', 's', 'b'),
 -- ARGV[4] request id
 -- Returns {request id, 1} when it was queued, {request id, 0} otherwise.
+--#include announce
 local head = redis.call('lindex', KEYS[2], 0)
 redis.call('zrem', KEYS[3], ARGV[1])
 if redis.call('lrem', KEYS[2], 0, ARGV[1]) == 0 then
@@ -14,12 +15,7 @@ end
 if head == ARGV[1] and redis.call('exists', KEYS[1]) == 0 then
     local next = redis.call('lindex', KEYS[2], 0)
     if next ~= false then
-        if ARGV[3] ~= 's' then
-            redis.pcall('publish', ARGV[2] .. ':' .. next, '0')
-        end
-        if ARGV[3] ~= 'p' then
-            redis.pcall('spublish', ARGV[2] .. ':' .. next, '0')
-        end
+        announce(ARGV[3], ARGV[2] .. ':' .. next, '0')
     end
 end
 return {ARGV[4], 1}

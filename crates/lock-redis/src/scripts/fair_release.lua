@@ -9,6 +9,7 @@
 -- ('p', 's', 'b'), ARGV[6] request id
 -- Returns {request id, -1} when the owner holds nothing (nothing changed), else {request id,
 -- the owner's holds left} (0: the lock is free).
+--#include announce
 local held = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
 if held == nil then
     return {ARGV[6], -1}
@@ -31,12 +32,7 @@ redis.call('hdel', KEYS[1], ARGV[1])
 if redis.call('exists', KEYS[1]) == 0 then
     local head = redis.call('lindex', KEYS[2], 0)
     if head ~= false then
-        if ARGV[5] ~= 's' then
-            redis.pcall('publish', ARGV[4] .. ':' .. head, '0')
-        end
-        if ARGV[5] ~= 'p' then
-            redis.pcall('spublish', ARGV[4] .. ':' .. head, '0')
-        end
+        announce(ARGV[5], ARGV[4] .. ':' .. head, '0')
     end
 end
 return {ARGV[6], 0}

@@ -4,6 +4,7 @@
 -- release ('p' PUBLISH, 's' SPUBLISH (a cluster's sharded channels), 'b' both), ARGV[4] request id
 -- Returns {request id, 1} when the lock existed, {request id, 0} otherwise; WRONGTYPE for a key
 -- that is not a fast lock.
+--#include announce
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
     return {ARGV[4], 0}
@@ -12,10 +13,5 @@ if kind ~= 'string' then
     return redis.error_reply('WRONGTYPE the key holds a ' .. kind .. ', not a fast lock')
 end
 redis.call('del', KEYS[1])
-if ARGV[3] ~= 's' then
-    redis.pcall('publish', ARGV[1], ARGV[2])
-end
-if ARGV[3] ~= 'p' then
-    redis.pcall('spublish', ARGV[1], ARGV[2])
-end
+announce(ARGV[3], ARGV[1], ARGV[2])
 return {ARGV[4], 1}

@@ -5,14 +5,10 @@
 -- ARGV[4] how to announce the release ('p' PUBLISH, 's' SPUBLISH (a cluster's sharded
 -- channels), 'b' both), ARGV[5] request id
 -- Returns {request id, 1} when deleted, {request id, 0} when the owner did not hold it.
+--#include announce
 if redis.call('get', KEYS[1]) == ARGV[1] then
     redis.call('del', KEYS[1])
-    if ARGV[4] ~= 's' then
-        redis.pcall('publish', ARGV[2], ARGV[3])
-    end
-    if ARGV[4] ~= 'p' then
-        redis.pcall('spublish', ARGV[2], ARGV[3])
-    end
+    announce(ARGV[4], ARGV[2], ARGV[3])
     return {ARGV[5], 1}
 end
 return {ARGV[5], 0}

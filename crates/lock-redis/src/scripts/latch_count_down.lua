@@ -5,17 +5,13 @@
 -- KEYS[1] latch; ARGV[1] the latch's channel, ARGV[2] how to announce ('p' PUBLISH, 's'
 -- SPUBLISH, 'b' both), ARGV[3] request id
 -- Returns {request id, the count left} (0 once open).
+--#include announce
 local left = redis.call('decr', KEYS[1])
 if left <= 0 then
     redis.call('del', KEYS[1])
 end
 if left == 0 then
-    if ARGV[2] ~= 's' then
-        redis.pcall('publish', ARGV[1], '0')
-    end
-    if ARGV[2] ~= 'p' then
-        redis.pcall('spublish', ARGV[1], '0')
-    end
+    announce(ARGV[2], ARGV[1], '0')
 end
 if left < 0 then
     left = 0

@@ -6,6 +6,7 @@
 -- KEYS[1] latch; ARGV[1] the latch's channel, ARGV[2] how to announce ('p' PUBLISH, 's'
 -- SPUBLISH, 'b' both), ARGV[3] request id
 -- Returns {request id, 1} when it existed, {request id, 0} otherwise.
+--#include announce
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
     return {ARGV[3], 0}
@@ -14,10 +15,5 @@ if kind ~= 'string' then
     return redis.error_reply('WRONGTYPE the key holds a ' .. kind .. ', not a latch count')
 end
 redis.call('del', KEYS[1])
-if ARGV[2] ~= 's' then
-    redis.pcall('publish', ARGV[1], '1')
-end
-if ARGV[2] ~= 'p' then
-    redis.pcall('spublish', ARGV[1], '1')
-end
+announce(ARGV[2], ARGV[1], '1')
 return {ARGV[3], 1}

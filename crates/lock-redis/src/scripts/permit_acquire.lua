@@ -9,18 +9,11 @@
 -- Returns {request id, 1, the owner's permits, token or 0} when granted, {request id, 0, ms
 -- until the nearest permit's lease ends, or -1 when no permit out has a lease} otherwise.
 -- Each permit is a member `<owner field>:<k>`; an owner's permits are found by that prefix.
+--#include next_fencing_token
+--#include announce
 
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-
-local function announce(count)
-    if ARGV[4] ~= 's' then
-        redis.pcall('publish', ARGV[3], count)
-    end
-    if ARGV[4] ~= 'p' then
-        redis.pcall('spublish', ARGV[3], count)
-    end
-end
 
 -- Permits whose lease ended go back to the count first (as Redisson's tryAcquire does).
 local expired = redis.call('zrangebyscore', KEYS[2], 0, now)
@@ -28,7 +21,7 @@ if #expired > 0 then
     redis.call('zrem', KEYS[2], unpack(expired))
     local count = redis.call('incrby', KEYS[1], #expired)
     if count > 0 then
-        announce(count)
+        announce(ARGV[4], ARGV[3], count)
     end
 end
 
@@ -44,25 +37,7 @@ if available == nil or available < 1 then
     return {ARGV[6], 0, -1}
 end
 
-local token = 0
-if ARGV[5] == '1' or ARGV[5] == 'k' then
-    -- As acquire.lua: the counter + 1, never below the server's clock in microseconds.
-    local micros = tonumber(time[1]) * 1000000 + tonumber(time[2])
-    token = (tonumber(redis.call('get', KEYS[3])) or 0) + 1
-    if token < micros then
-        token = micros
-    end
-    -- The counter lives until the server clock has passed the token, and one lease more
-    -- ('1'): after that a lost counter changes nothing, as the next token is floored at
-    -- the clock. 'k' keeps it for good (Redisson's fenced lock shares it: its INCR would
-    -- start again at 1).
-    if ARGV[5] == 'k' then
-        redis.call('set', KEYS[3], string.format('%.0f', token))
-    else
-        redis.call('set', KEYS[3], string.format('%.0f', token), 'PX',
-            math.floor((token - micros) / 1000) + tonumber(ARGV[1]) + 1)
-    end
-end
+local token = next_fencing_token(KEYS[3], ARGV[5], ARGV[1])
 
 local prefix = ARGV[2] .. ':'
 local mine = 0

@@ -8,6 +8,7 @@
 -- id
 -- Returns {request id, -1} when the owner holds no permit whose lease is running (nothing
 -- changed), else {request id, the owner's permits left}.
+--#include announce
 
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -50,10 +51,5 @@ if ARGV[2] == '' and keep > 0 then
     end
 end
 local count = redis.call('incrby', KEYS[1], given_back)
-if ARGV[5] ~= 's' then
-    redis.pcall('publish', ARGV[4], count)
-end
-if ARGV[5] ~= 'p' then
-    redis.pcall('spublish', ARGV[4], count)
-end
+announce(ARGV[5], ARGV[4], count)
 return {ARGV[6], keep}

@@ -7,8 +7,8 @@
 -- Returns {request id, result}: result -1 when the owner holds nothing (nothing changed), 0 when
 -- the lock was freed (and the release published), or the remaining hold count.
 -- The last hold (the usual case) is HGET, DEL, PUBLISH: no count is written for a key that is
--- deleted next. The announcement uses pcall: a refused PUBLISH or SPUBLISH (an ACL without it)
--- must not turn a release that happened into an error; waiters then wake on their timers.
+-- deleted next. The announcement: fragments/announce.lua.
+--#include announce
 local held = redis.call('hget', KEYS[1], ARGV[2])
 if not held then
     return {ARGV[6], -1}
@@ -22,10 +22,5 @@ if tonumber(held) > 1 then
     return {ARGV[6], count}
 end
 redis.call('del', KEYS[1])
-if ARGV[5] ~= 's' then
-    redis.pcall('publish', ARGV[3], ARGV[4])
-end
-if ARGV[5] ~= 'p' then
-    redis.pcall('spublish', ARGV[3], ARGV[4])
-end
+announce(ARGV[5], ARGV[3], ARGV[4])
 return {ARGV[6], 0}

@@ -5,6 +5,7 @@
 -- KEYS[1] lock hash; ARGV[1] 'read' or 'write', ARGV[2] the lock's channel, ARGV[3] how to
 -- announce ('p' PUBLISH, 's' SPUBLISH, 'b' both), ARGV[4] request id
 -- Returns {request id, 1} when it was deleted, {request id, 0} otherwise.
+--#include announce
 if redis.call('type', KEYS[1])['ok'] ~= 'hash' or redis.call('hget', KEYS[1], 'mode') ~= ARGV[1] then
     return {ARGV[4], 0}
 end
@@ -13,10 +14,5 @@ local message = '0'
 if ARGV[1] == 'write' then
     message = '1'
 end
-if ARGV[3] ~= 's' then
-    redis.pcall('publish', ARGV[2], message)
-end
-if ARGV[3] ~= 'p' then
-    redis.pcall('spublish', ARGV[2], message)
-end
+announce(ARGV[3], ARGV[2], message)
 return {ARGV[4], 1}

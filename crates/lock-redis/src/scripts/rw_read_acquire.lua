@@ -9,30 +9,7 @@
 -- Returns {request id, 1, read hold count, token or 0} when granted (free, read mode, or a
 -- downgrade: write mode held by this owner), {request id, 0, ms to wait at most} otherwise.
 -- While a writer-preferring writer waits, an owner holding nothing gets no read hold.
-
-local function next_token()
-    if ARGV[4] ~= '1' and ARGV[4] ~= 'k' then
-        return 0
-    end
-    -- As acquire.lua: the counter + 1, never below the server's clock in microseconds.
-    local time = redis.call('time')
-    local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-    local token = (tonumber(redis.call('get', KEYS[2])) or 0) + 1
-    if token < now then
-        token = now
-    end
-    -- The counter lives until the server clock has passed the token, and one lease more
-    -- ('1'): after that a lost counter changes nothing, as the next token is floored at
-    -- the clock. 'k' keeps it for good (Redisson's fenced lock shares it: its INCR would
-    -- start again at 1).
-    if ARGV[4] == 'k' then
-        redis.call('set', KEYS[2], string.format('%.0f', token))
-    else
-        redis.call('set', KEYS[2], string.format('%.0f', token), 'PX',
-            math.floor((token - now) / 1000) + tonumber(ARGV[1]) + 1)
-    end
-    return token
-end
+--#include next_fencing_token
 
 -- The timeout keys of one owner's read holds, as Redisson names them (suffixName).
 local function timeout_prefix(field)
@@ -65,14 +42,14 @@ if mode == false then
         -- A hash without a mode is a plain lock of the same name: held, not ours to change.
         return {ARGV[5], 0, redis.call('pttl', KEYS[1])}
     end
-    local token = next_token()
+    local token = next_fencing_token(KEYS[2], ARGV[4], ARGV[1])
     redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
     redis.call('set', timeout_prefix(ARGV[2]) .. ':1', 1, 'px', ARGV[1])
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {ARGV[5], 1, 1, token}
 end
 if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
-    local token = next_token()
+    local token = next_fencing_token(KEYS[2], ARGV[4], ARGV[1])
     local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('set', timeout_prefix(ARGV[2]) .. ':' .. count, 1, 'px', ARGV[1])
     -- Only lengthen: the other holds count on their own leases.

@@ -9,6 +9,7 @@
 -- deletes a timeout key (the one ending first, where Redisson deletes the last numbered); once the owner has none left and other fields remain, the lock
 -- lives on as long as the longest read hold still alive, and goes (announced with 0, waking
 -- one waiter) when none is, unless its writer still holds it.
+--#include announce
 
 local function timeout_prefix(field)
     if string.find(KEYS[1], '{', 1, true) then
@@ -87,10 +88,5 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if redis.call('zcount', KEYS[2], now, '+inf') > 0 then
     message = '1'
 end
-if ARGV[4] ~= 's' then
-    redis.pcall('publish', ARGV[3], message)
-end
-if ARGV[4] ~= 'p' then
-    redis.pcall('spublish', ARGV[3], message)
-end
+announce(ARGV[4], ARGV[3], message)
 return {ARGV[5], keep}

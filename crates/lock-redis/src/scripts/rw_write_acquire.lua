@@ -9,29 +9,7 @@
 -- Returns {request id, 1, write hold count, token or 0} when granted (free, or a re-entry),
 -- {request id, -1} when the owner holds the read side (an upgrade would wait for itself;
 -- nothing changed), {request id, 0, ms to wait at most} otherwise.
-
-local function next_token()
-    if ARGV[4] ~= '1' and ARGV[4] ~= 'k' then
-        return 0
-    end
-    local time = redis.call('time')
-    local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-    local token = (tonumber(redis.call('get', KEYS[2])) or 0) + 1
-    if token < now then
-        token = now
-    end
-    -- The counter lives until the server clock has passed the token, and one lease more
-    -- ('1'): after that a lost counter changes nothing, as the next token is floored at
-    -- the clock. 'k' keeps it for good (Redisson's fenced lock shares it: its INCR would
-    -- start again at 1).
-    if ARGV[4] == 'k' then
-        redis.call('set', KEYS[2], string.format('%.0f', token))
-    else
-        redis.call('set', KEYS[2], string.format('%.0f', token), 'PX',
-            math.floor((token - now) / 1000) + tonumber(ARGV[1]) + 1)
-    end
-    return token
-end
+--#include next_fencing_token
 
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
@@ -39,13 +17,13 @@ if mode == false then
         return {ARGV[7], 0, redis.call('pttl', KEYS[1])}
     end
     redis.call('zrem', KEYS[3], ARGV[3])
-    local token = next_token()
+    local token = next_fencing_token(KEYS[2], ARGV[4], ARGV[1])
     redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {ARGV[7], 1, 1, token}
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local token = next_token()
+    local token = next_fencing_token(KEYS[2], ARGV[4], ARGV[1])
     local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])

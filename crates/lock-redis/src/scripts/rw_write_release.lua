@@ -10,6 +10,7 @@
 -- read mode when the owner also reads (a downgrade); either way announced with 1, which wakes
 -- every waiter (Redisson announces only the first: its readers waiting on a downgraded lock
 -- wake on their timers).
+--#include announce
 local function timeout_prefix(field)
     if string.find(KEYS[1], '{', 1, true) then
         return KEYS[1] .. ':' .. field .. ':rwlock_timeout'
@@ -59,10 +60,5 @@ if longest > 0 then
 else
     redis.call('del', KEYS[1])
 end
-if ARGV[5] ~= 's' then
-    redis.pcall('publish', ARGV[4], '1')
-end
-if ARGV[5] ~= 'p' then
-    redis.pcall('spublish', ARGV[4], '1')
-end
+announce(ARGV[5], ARGV[4], '1')
 return {ARGV[6], 0}

@@ -4,11 +4,7 @@
 -- KEYS[1] semaphore; ARGV[1] permits to add (negative: remove), ARGV[2] the semaphore's channel,
 -- ARGV[3] how to announce ('p' PUBLISH, 's' SPUBLISH, 'b' both), ARGV[4] request id
 -- Returns {request id, the new count}. A missing semaphore counts from 0, as in Redisson.
+--#include announce
 local count = redis.call('incrby', KEYS[1], ARGV[1])
-if ARGV[3] ~= 's' then
-    redis.pcall('publish', ARGV[2], count)
-end
-if ARGV[3] ~= 'p' then
-    redis.pcall('spublish', ARGV[2], count)
-end
+announce(ARGV[3], ARGV[2], count)
 return {ARGV[4], count}

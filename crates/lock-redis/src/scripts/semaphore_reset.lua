@@ -4,16 +4,12 @@
 -- KEYS[1] semaphore; ARGV[1] permits, ARGV[2] the semaphore's channel, ARGV[3] how to announce
 -- ('p' PUBLISH, 's' SPUBLISH, 'b' both), ARGV[4] request id
 -- Returns {request id, the count before} (false: it did not exist).
+--#include announce
 local kind = redis.call('type', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'string' then
     return redis.error_reply('WRONGTYPE the key holds a ' .. kind .. ', not a permit count')
 end
 local before = redis.call('get', KEYS[1])
 redis.call('set', KEYS[1], ARGV[1])
-if ARGV[3] ~= 's' then
-    redis.pcall('publish', ARGV[2], ARGV[1])
-end
-if ARGV[3] ~= 'p' then
-    redis.pcall('spublish', ARGV[2], ARGV[1])
-end
+announce(ARGV[3], ARGV[2], ARGV[1])
 return {ARGV[4], before}
