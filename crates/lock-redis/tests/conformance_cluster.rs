@@ -92,61 +92,51 @@ mod fast_pubsub {
     lock_testkit::conformance_tests!(start(NotificationMode::PubSub, LockKind::Fast));
 }
 
-// The semaphore on the same cluster: its count and channel live in the name's slot; waiters
-// listen with plain and with sharded pub/sub (releases announce on what they listen to).
-mod semaphore_pubsub {
-    use super::*;
-    lock_testkit::semaphore_conformance_tests!(start(
-        NotificationMode::PubSub,
-        LockKind::Reentrant
-    ));
+/// Runs one of the testkit's suites (`$suite`, a macro of `lock_testkit`) with waiters on each
+/// kind of pub/sub: `pubsub` (both, as `ShardedPubSub::Auto` does on Redis 7), `sharded_only`
+/// and `plain_only`. A release announces on what its waiters listen to, so each mode checks
+/// that the primitive's channel and keys live in the name's slot and its wake-ups arrive.
+macro_rules! in_every_pubsub_mode {
+    ($suite:ident) => {
+        mod pubsub {
+            use super::super::*;
+            lock_testkit::$suite!(start(NotificationMode::PubSub, LockKind::Reentrant));
+        }
+
+        mod sharded_only {
+            use super::super::*;
+            lock_testkit::$suite!(start_sharded(
+                NotificationMode::PubSub,
+                LockKind::Reentrant,
+                ShardedPubSub::On
+            ));
+        }
+
+        mod plain_only {
+            use super::super::*;
+            lock_testkit::$suite!(start_sharded(
+                NotificationMode::PubSub,
+                LockKind::Reentrant,
+                ShardedPubSub::Off
+            ));
+        }
+    };
 }
 
-mod semaphore_sharded_only {
-    use super::*;
-    lock_testkit::semaphore_conformance_tests!(start_sharded(
-        NotificationMode::PubSub,
-        LockKind::Reentrant,
-        ShardedPubSub::On
-    ));
+// The semaphore: its count and channel live in the name's slot.
+mod semaphore {
+    in_every_pubsub_mode!(semaphore_conformance_tests);
 }
 
-mod semaphore_plain_only {
-    use super::*;
-    lock_testkit::semaphore_conformance_tests!(start_sharded(
-        NotificationMode::PubSub,
-        LockKind::Reentrant,
-        ShardedPubSub::Off
-    ));
+// The read-write lock: the hash, its read timeout keys and its channel share the name's slot
+// (Redisson's `{name}` suffixes); read renewals of many names in one batch go through the
+// cross-slot script per primary.
+mod rw {
+    in_every_pubsub_mode!(rw_conformance_tests);
 }
 
-// The read-write lock on the same cluster: the hash, its read timeout keys and its channel
-// share the name's slot (Redisson's `{name}` suffixes); read renewals of many names in one
-// batch go through the cross-slot script per primary. The lock suite runs on the write side
-// (with both kinds of pub/sub: its scripts and notifications are the same in every mode).
-mod rw_pubsub {
-    use super::*;
-    lock_testkit::rw_conformance_tests!(start(NotificationMode::PubSub, LockKind::Reentrant));
-}
-
-mod rw_sharded_only {
-    use super::*;
-    lock_testkit::rw_conformance_tests!(start_sharded(
-        NotificationMode::PubSub,
-        LockKind::Reentrant,
-        ShardedPubSub::On
-    ));
-}
-
-mod rw_plain_only {
-    use super::*;
-    lock_testkit::rw_conformance_tests!(start_sharded(
-        NotificationMode::PubSub,
-        LockKind::Reentrant,
-        ShardedPubSub::Off
-    ));
-}
-
+// The lock suite on the write side (one mode: its scripts and notifications are the same in
+// every mode).
 mod write_side_pubsub {
     use super::*;
     lock_testkit::conformance_tests!(lock_testkit::rw_conformance::WriteSide(start(
@@ -155,35 +145,14 @@ mod write_side_pubsub {
     )));
 }
 
-// The fair lock on the same cluster: the lock hash, its queue and deadlines and every waiter's
-// channel live in the name's slot; waiters listen with plain and with sharded pub/sub, and the
-// lock suite runs on the fair side too (with both kinds of pub/sub: the lock's scripts and
-// notifications are the same in every mode). `fair_a_crashed_waiter_is_dropped`
-// (QUEUE_TIMEOUT, ~10 s) runs in every mode: the cases run side by side, so it adds no wall time
-// of its own.
-mod fair_pubsub {
-    use super::*;
-    lock_testkit::fair_conformance_tests!(start(NotificationMode::PubSub, LockKind::Reentrant));
+// The fair lock: the lock hash, its queue and deadlines and every waiter's channel live in the
+// name's slot. `fair_a_crashed_waiter_is_dropped` (QUEUE_TIMEOUT, ~10 s) runs in every mode:
+// the cases run side by side, so it adds no wall time of its own.
+mod fair {
+    in_every_pubsub_mode!(fair_conformance_tests);
 }
 
-mod fair_sharded_only {
-    use super::*;
-    lock_testkit::fair_conformance_tests!(start_sharded(
-        NotificationMode::PubSub,
-        LockKind::Reentrant,
-        ShardedPubSub::On
-    ));
-}
-
-mod fair_plain_only {
-    use super::*;
-    lock_testkit::fair_conformance_tests!(start_sharded(
-        NotificationMode::PubSub,
-        LockKind::Reentrant,
-        ShardedPubSub::Off
-    ));
-}
-
+// The lock suite on the fair side (one mode, as the write side).
 mod fair_side_pubsub {
     use super::*;
     use lock_testkit::fair_conformance::FairSide;
@@ -193,80 +162,21 @@ mod fair_side_pubsub {
     )));
 }
 
-// Leader election on the same cluster: the election's lock, its leader values and its channel
-// live in the name's slot; candidates and observers listen with plain and with sharded pub/sub.
-mod election_pubsub {
-    use super::*;
-    lock_testkit::election_conformance_tests!(start(NotificationMode::PubSub, LockKind::Reentrant));
+// Leader election: the election's lock, its leader values and its channel live in the name's
+// slot.
+mod election {
+    in_every_pubsub_mode!(election_conformance_tests);
 }
 
-mod election_sharded_only {
-    use super::*;
-    lock_testkit::election_conformance_tests!(start_sharded(
-        NotificationMode::PubSub,
-        LockKind::Reentrant,
-        ShardedPubSub::On
-    ));
+// Lease-bound permits: the count, `{name}:timeout` and the channel share the name's slot.
+mod permits {
+    in_every_pubsub_mode!(permit_conformance_tests);
 }
 
-mod election_plain_only {
-    use super::*;
-    lock_testkit::election_conformance_tests!(start_sharded(
-        NotificationMode::PubSub,
-        LockKind::Reentrant,
-        ShardedPubSub::Off
-    ));
-}
-
-// Lease-bound permits on the same cluster: the count, `{name}:timeout` and the channel share
-// the name's slot; waiters listen with plain and with sharded pub/sub.
-mod permits_pubsub {
-    use super::*;
-    lock_testkit::permit_conformance_tests!(start(NotificationMode::PubSub, LockKind::Reentrant));
-}
-
-mod permits_sharded_only {
-    use super::*;
-    lock_testkit::permit_conformance_tests!(start_sharded(
-        NotificationMode::PubSub,
-        LockKind::Reentrant,
-        ShardedPubSub::On
-    ));
-}
-
-mod permits_plain_only {
-    use super::*;
-    lock_testkit::permit_conformance_tests!(start_sharded(
-        NotificationMode::PubSub,
-        LockKind::Reentrant,
-        ShardedPubSub::Off
-    ));
-}
-
-// The countdown latch on the same cluster: its count lives in the name's slot, and so does its
-// channel for a name without a hash tag (the suite's names); waiters listen with plain and with
-// sharded pub/sub.
-mod latch_pubsub {
-    use super::*;
-    lock_testkit::latch_conformance_tests!(start(NotificationMode::PubSub, LockKind::Reentrant));
-}
-
-mod latch_sharded_only {
-    use super::*;
-    lock_testkit::latch_conformance_tests!(start_sharded(
-        NotificationMode::PubSub,
-        LockKind::Reentrant,
-        ShardedPubSub::On
-    ));
-}
-
-mod latch_plain_only {
-    use super::*;
-    lock_testkit::latch_conformance_tests!(start_sharded(
-        NotificationMode::PubSub,
-        LockKind::Reentrant,
-        ShardedPubSub::Off
-    ));
+// The countdown latch: its count lives in the name's slot, and so does its channel for a name
+// without a hash tag (the suite's names).
+mod latch {
+    in_every_pubsub_mode!(latch_conformance_tests);
 }
 
 /// Watchdog renewals of many locks in many slots (one renewal batch): each lock's renewal goes
