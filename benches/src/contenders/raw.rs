@@ -10,17 +10,9 @@ use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr
 
 use super::{BenchError, LEASE};
 
-/// distlock's own scripts, byte for byte.
-static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(include_str!(
-        "../../../crates/lock-redis/src/scripts/acquire.lua"
-    ))
-});
-static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(include_str!(
-        "../../../crates/lock-redis/src/scripts/release.lua"
-    ))
-});
+/// distlock's own scripts, byte for byte as `RedisBackend` sends them.
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(lock_redis::lua::acquire()));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(lock_redis::lua::release()));
 
 /// Compare-and-delete, as redsync / rslock release.
 static COMPARE_AND_DELETE: LazyLock<Script> = LazyLock::new(|| {

@@ -84,3 +84,4 @@ pub use wire::capabilities::{Capabilities, Capability, Feature, ServerInfo, Stan
 pub use wire::description::{ChannelSubscribers, Layout, LockDescription, LockList};
 pub use wire::keys;
 pub use wire::replication::{ReplicaAck, Shortfall};
+pub use wire::scripts::lua;

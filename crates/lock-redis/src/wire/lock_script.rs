@@ -92,6 +92,11 @@ impl LockScript {
         }
     }
 
+    /// The assembled source, as `EVAL` sends it.
+    pub(crate) fn source(&self) -> &str {
+        &self.source
+    }
+
     /// Whether the script is always sent whole.
     pub(crate) fn always_whole(&self) -> bool {
         self.always_whole

@@ -1,6 +1,7 @@
 //! The lock scripts of both lock kinds, the semaphore's scripts, the list loaded on each new connection, and the
 //! commands sent whole to clean up after a call of unknown outcome. The Lua sources stay in
-//! `src/scripts/`, where other code of the workspace reads them too.
+//! `src/scripts/`; [`lua`] hands the assembled text of the lock's two scripts to tools that run
+//! the protocol raw.
 
 use std::sync::LazyLock;
 
@@ -255,4 +256,30 @@ pub(crate) fn fast_release_command(
         |command| fast_release_arguments(command, name, owner_field, &channel, announce),
         request_id,
     )
+}
+
+/// The reentrant lock's scripts as the server receives them (their `--#include` fragments
+/// spliced in), for tools that run the protocol without the client: lockbench's `raw-script`
+/// rows send them by `EVALSHA` with the keys and arguments `RedisBackend` sends.
+pub mod lua {
+    use std::sync::LazyLock;
+
+    /// The acquire script (take, re-enter, or report the holder's TTL).
+    ///
+    /// ```
+    /// assert!(lock_redis::lua::acquire().starts_with("#!lua"));
+    /// assert!(!lock_redis::lua::acquire().contains("--#include"));
+    /// ```
+    pub fn acquire() -> &'static str {
+        LazyLock::force(&super::ACQUIRE).source()
+    }
+
+    /// The release script (give back one hold; the last one deletes and announces).
+    ///
+    /// ```
+    /// assert!(lock_redis::lua::release().contains("local function announce("));
+    /// ```
+    pub fn release() -> &'static str {
+        LazyLock::force(&super::RELEASE).source()
+    }
 }
