@@ -178,7 +178,7 @@ def main():
         output = job.log.read()
         job.log.close()
         verdict = "ok  " if status == 0 else "FAIL"
-        summary = last_result_line(output)
+        summary = test_counts(output)
         print(f"{verdict} {job.seconds:7.1f} s  {job.name}  {summary}", flush=True)
         if status != 0:
             failed.append(job)
@@ -227,7 +227,7 @@ def main():
     return 1 if failed else 0
 
 
-def last_result_line(output):
+def test_counts(output):
     results = [line for line in output.splitlines() if line.startswith("test result:")]
     if not results:
         return ""
