@@ -8,13 +8,25 @@ here is the test binary: each runs exactly as under `cargo test` (its own workin
 `CARGO_MANIFEST_DIR`, its tests on its own threads), and several run at once, because the tests
 mostly sleep (fault schedules, leases, server start-ups) and leave the cores idle.
 
-Groups keep apart what must not share the machine with its own kind: binaries that start Redis
-Clusters (6 servers each) run one at a time, and so do the fault batteries, whose liveness
-bounds assume the cores are not taken by another battery. Everything else fills the other
-slots. The batteries start first (in a row they are the longest chain), then the longest
-binaries, by the times of the last run (kept in `target/test-times.json`).
+Server variants: `--server LABEL=PATH[:PACKAGE,...]` (repeatable) runs the binaries once per
+server, every test binary with DISTLOCK_REDIS_SERVER=PATH; with a package list only those
+packages' binaries and doc tests run against that server. The test binaries are built once for
+all variants (one `cargo test --no-run` over the union of the selection: a second build with
+another package selection would unify other features and recompile much of the tree), and every
+(binary, server) job goes into one pool. Without --server there is one variant, the server of
+the environment (DISTLOCK_REDIS_SERVER as it is, labelled by its file name).
 
-Usage: scripts/run-tests.py [--jobs N] [-p PACKAGE]... [--no-doc] [-- TEST-BINARY ARGS...]
+Groups keep apart what must not share the machine with its own kind, counted over all variants
+together: binaries that start Redis Clusters or Sentinel groups (6 servers each) at most two at
+once, so the servers alive stay bounded; the fault batteries one at a time, whose liveness
+bounds assume the cores are not taken by another battery; the doc tests one at a time (each is
+a `cargo test --doc`, and two would only wait for each other's lock on the target directory).
+Everything else fills the other slots. The batteries start first (in a row they are the longest
+chain), then the longest binaries, by the times of the last run (kept per binary and server in
+`target/test-times.json`).
+
+Usage: scripts/run-tests.py [--jobs N] [-p PACKAGE]... [--server LABEL=PATH[:PACKAGE,...]]...
+                            [--group-limit GROUP=N]... [--no-doc] [-- TEST-BINARY ARGS...]
 Exits 1 when a test binary fails (its whole output is printed then), 2 on bad usage.
 """
 
@@ -61,8 +73,17 @@ BATTERIES = {
     "lock-redis::permits_battery",
     "distlock-examples::counter_stalls",
 }
-GROUP_LIMITS = {"fleet": 2, "battery": 1}
+DOC_TESTS = "doc tests"
+# The limits hold over all server variants together (a Valkey cluster and a Redis cluster are
+# 12 processes either way; a battery's bounds do not care which server the other battery runs).
+GROUP_LIMITS = {"fleet": 2, "battery": 1, "doc": 1}
 TIMEOUT_S = 20 * 60  # a binary still running after this is killed (its servers die with it)
+# Binaries at once. With one server 3 keep the cores about half busy (the batteries, one at a
+# time, are the longest chain, ~6 min of ~17 min of binaries). With two servers the batteries of
+# both still run one at a time, ~12 min in a row for ~34 min of binaries: a fourth slot lets the
+# rest pack around that chain. More would add servers alive without shortening the chain.
+DEFAULT_JOBS_ONE_SERVER = 3
+DEFAULT_JOBS_SEVERAL_SERVERS = 4
 
 
 def groups_of(name):
@@ -71,12 +92,13 @@ def groups_of(name):
         groups.add("fleet")
     if name in BATTERIES:
         groups.add("battery")
+    if name == DOC_TESTS:
+        groups.add("doc")
     return groups
 
 
-def build(packages, cargo_args):
-    """Builds the test binaries; returns [(name, executable, package dir)]."""
-    selection = [arg for package in packages for arg in ("-p", package)] or ["--workspace"]
+def build(selection, cargo_args):
+    """Builds the test binaries; returns [(package, name, executable, package dir)]."""
     command = ["cargo", "test", "--all-features", "--no-run", "--message-format=json-render-diagnostics"]
     command += selection + cargo_args
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
@@ -94,7 +116,8 @@ def build(packages, cargo_args):
         label = target["name"] if kind in ("test", "bench") else (
             "lib" if kind in ("lib", "rlib", "proc-macro") else f"bin/{target['name']}")
         name = f"{package_name}::{label}" if label != "lib" else package_name
-        binaries.append((name, message["executable"], os.path.dirname(message["manifest_path"])))
+        binaries.append((package_name, name, message["executable"],
+                         os.path.dirname(message["manifest_path"])))
     if process.wait() != 0:
         sys.exit(process.returncode or 1)
     return binaries
@@ -113,9 +136,53 @@ def package_name_of(package_id, manifest_path):
     return os.path.basename(os.path.dirname(manifest_path))
 
 
+def workspace_packages():
+    """{package name: its directory relative to the workspace root, ending in /}."""
+    output = subprocess.run(["cargo", "metadata", "--no-deps", "--format-version", "1"],
+                            stdout=subprocess.PIPE, text=True, check=True).stdout
+    metadata = json.loads(output)
+    root = metadata["workspace_root"]
+    return {
+        package["name"]: os.path.relpath(os.path.dirname(package["manifest_path"]), root) + "/"
+        for package in metadata["packages"]
+    }
+
+
+class Variant:
+    """A server to run tests against: label, binary (None: the environment's), packages (None: all)."""
+
+    def __init__(self, label, path, packages):
+        self.label, self.path, self.packages = label, path, packages
+
+    def env(self, base):
+        return dict(base) if self.path is None else dict(base, DISTLOCK_REDIS_SERVER=self.path)
+
+
+def parse_server(parser, text):
+    """LABEL=PATH[:PACKAGE,...] -> Variant."""
+    label, sep, rest = text.partition("=")
+    if not sep or not label or not rest:
+        parser.error(f"--server {text}: expected LABEL=PATH[:PACKAGE,...]")
+    path, _, packages = rest.partition(":")
+    path = os.path.abspath(path)
+    if not os.access(path, os.X_OK):
+        parser.error(f"--server {text}: {path} is not an executable file")
+    selected = [package for package in packages.split(",") if package] if packages else None
+    return Variant(label, path, selected)
+
+
+def default_variant():
+    """The environment's server, labelled like the --server variants would usually be."""
+    path = os.environ.get("DISTLOCK_REDIS_SERVER")
+    label = os.path.basename(path).removesuffix("-server") if path else "default"
+    return Variant(label or "default", None, None)
+
+
 class Job:
-    def __init__(self, name, command, cwd, env):
-        self.name, self.command, self.cwd, self.env = name, command, cwd, env
+    def __init__(self, name, variant, command, cwd, env):
+        self.name, self.variant, self.command, self.cwd, self.env = name, variant, command, cwd, env
+        self.title = f"{name} [{variant.label}]"  # how output and the summary name it
+        self.key = f"{name}@{variant.label}"  # its entry in test-times.json
         self.groups = groups_of(name)
         self.process = None
         self.log = None
@@ -126,14 +193,33 @@ class Job:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=int(os.environ.get("DISTLOCK_TEST_JOBS", "3")),
-                        help="test binaries at once (default 3, or DISTLOCK_TEST_JOBS)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="test binaries at once (default 3 with one server, 4 with several, "
+                             "or DISTLOCK_TEST_JOBS)")
     parser.add_argument("-p", "--package", action="append", default=[],
                         help="only this package's tests (repeatable; default: the workspace)")
+    parser.add_argument("--server", action="append", default=[], metavar="LABEL=PATH[:PACKAGE,...]",
+                        help="run against this server binary, only these packages' tests if listed "
+                             "(repeatable; default: DISTLOCK_REDIS_SERVER or the testkit's search)")
+    parser.add_argument("--group-limit", action="append", default=[], metavar="GROUP=N",
+                        help=f"change a group's limit (groups and defaults: {GROUP_LIMITS})")
     parser.add_argument("--no-doc", action="store_true", help="leave out the doc tests")
     parser.add_argument("rest", nargs="*", help="after --: arguments for every test binary")
     args = parser.parse_args()
-    if args.jobs < 1:
+
+    variants = [parse_server(parser, text) for text in args.server] or [default_variant()]
+    labels = [variant.label for variant in variants]
+    if len(set(labels)) != len(labels):
+        parser.error(f"--server labels must differ: {labels}")
+    limits = dict(GROUP_LIMITS)
+    for text in args.group_limit:
+        group, _, number = text.partition("=")
+        if group not in limits or not number.isdigit() or int(number) < 1:
+            parser.error(f"--group-limit {text}: expected one of {sorted(limits)}=N, N at least 1")
+        limits[group] = int(number)
+    jobs_at_once = args.jobs or int(os.environ.get("DISTLOCK_TEST_JOBS", "0")) or (
+        DEFAULT_JOBS_ONE_SERVER if len(variants) == 1 else DEFAULT_JOBS_SEVERAL_SERVERS)
+    if jobs_at_once < 1:
         parser.error("--jobs must be at least 1")
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -146,20 +232,47 @@ def main():
         last_times = {}
 
     os.chdir(root)
-    binaries = build(args.package, [])
+    # One build for every variant. Its selection: -p if given, else the union of the variants'
+    # packages when each lists some, else the workspace.
+    if args.package:
+        built = list(args.package)
+    elif all(variant.packages for variant in variants):
+        built = sorted({package for variant in variants for package in variant.packages})
+    else:
+        built = None
+    for variant in variants:
+        outside = [package for package in variant.packages or [] if built and package not in built]
+        if outside:
+            parser.error(f"--server {variant.label}: {', '.join(outside)} not among -p {' -p '.join(built)}")
+    selection = [arg for package in built for arg in ("-p", package)] if built else ["--workspace"]
+    binaries = build(selection, [])
+    directories = workspace_packages() if not args.no_doc else {}
+
     jobs = []
-    for name, executable, package_dir in binaries:
-        env = dict(os.environ, CARGO_MANIFEST_DIR=package_dir)
-        jobs.append(Job(name, [executable] + args.rest, package_dir, env))
-    if not args.no_doc:
-        selection = [arg for package in args.package for arg in ("-p", package)] or ["--workspace"]
-        command = ["cargo", "test", "--all-features", "--doc"] + selection
-        if args.rest:
-            command += ["--"] + args.rest
-        jobs.append(Job("doc tests", command, root, dict(os.environ)))
+    for variant in variants:
+        for package, name, executable, package_dir in binaries:
+            if variant.packages is None or package in variant.packages:
+                env = variant.env(dict(os.environ, CARGO_MANIFEST_DIR=package_dir))
+                jobs.append(Job(name, variant, [executable] + args.rest, package_dir, env))
+        if args.no_doc:
+            continue
+        # The doc tests take the build's selection whatever the variant: with another one cargo
+        # would unify other features and rebuild the libraries while the tests run. A variant
+        # limited to some packages skips the others' doc tests by name instead (a doc test is
+        # named after its file, "crates/lock-redis/src/lib.rs - … (line N)"; --skip keeps any
+        # name filter among the arguments working).
+        command = ["cargo", "test", "--all-features", "--doc"] + selection + ["--"] + args.rest
+        if variant.packages is not None:
+            others = [package for package in (built or directories) if package not in variant.packages]
+            for package in sorted(others):
+                command += ["--skip", directories[package]]
+        jobs.append(Job(DOC_TESTS, variant, command, root, variant.env(os.environ)))
     # The batteries first (one at a time, they are the longest chain), then longest first
-    # (unknown ones as 30 s), so the tail of the run is short binaries.
-    jobs.sort(key=lambda job: ("battery" not in job.groups, -last_times.get(job.name, 30.0)))
+    # (unknown ones as 30 s; a time recorded before the keys named the server counts for all),
+    # so the tail of the run is short binaries.
+    def last_time(job):
+        return last_times.get(job.key, last_times.get(job.name, 30.0))
+    jobs.sort(key=lambda job: ("battery" not in job.groups, -last_time(job)))
 
     started = time.monotonic()
     pending, running, done = list(jobs), [], []
@@ -167,7 +280,7 @@ def main():
 
     def can_start(job):
         return all(
-            sum(1 for other in running if group in other.groups) < GROUP_LIMITS[group]
+            sum(1 for other in running if group in other.groups) < limits[group]
             for group in job.groups
         )
 
@@ -179,15 +292,20 @@ def main():
         job.log.close()
         verdict = "ok  " if status == 0 else "FAIL"
         summary = test_counts(output)
-        print(f"{verdict} {job.seconds:7.1f} s  {job.name}  {summary}", flush=True)
+        print(f"{verdict} {job.seconds:7.1f} s  {job.title}  {summary}", flush=True)
         if status != 0:
             failed.append(job)
-            print(f"---- output of {job.name} (exit {status}) ----\n{output}---- end of {job.name} ----",
+            print(f"---- output of {job.title} (exit {status}) ----\n{output}---- end of {job.title} ----",
                   flush=True)
 
+    for variant in variants:
+        path = variant.path or os.environ.get("DISTLOCK_REDIS_SERVER", "the testkit's choice")
+        scope = ", ".join(variant.packages) if variant.packages else "every package"
+        print(f"server {variant.label}: {path} ({scope})", flush=True)
+    print(f"{len(jobs)} test binaries, {jobs_at_once} at once", flush=True)
     try:
         while pending or running:
-            while len(running) < args.jobs:
+            while len(running) < jobs_at_once:
                 job = next((job for job in pending if can_start(job)), None)
                 if job is None:
                     break
@@ -216,14 +334,14 @@ def main():
     wall = time.monotonic() - started
     total = sum(job.seconds for job in done)
     times = dict(last_times)
-    times.update({job.name: round(job.seconds, 1) for job in done if job.status == 0})
+    times.update({job.key: round(job.seconds, 1) for job in done if job.status == 0})
     os.makedirs(target_dir, exist_ok=True)
     with open(times_path, "w", encoding="utf-8") as times_file:
         json.dump(times, times_file, indent=1, sort_keys=True)
     print(f"\n{len(done)} test binaries in {wall:.0f} s ({total:.0f} s one after another), "
           f"{len(failed)} failed", flush=True)
     for job in failed:
-        print(f"  failed: {job.name}", flush=True)
+        print(f"  failed: {job.title}", flush=True)
     return 1 if failed else 0
 
 

@@ -2,8 +2,9 @@
 # Runs every test (unit, integration, conformance, doc tests) against real server processes that
 # the testkit starts on free loopback ports. The test binaries run side by side
 # (scripts/run-tests.py: the fault batteries one at a time, at most two binaries with clusters or
-# Sentinel groups at once). Arguments: run-tests.py's (--jobs N, -p PACKAGE, --no-doc), then
-# after `--` arguments for every test binary (a name filter, --nocapture).
+# Sentinel groups at once). Arguments: run-tests.py's (--jobs N, -p PACKAGE, --no-doc,
+# --server LABEL=PATH[:PACKAGE,...] to run against several servers in one pool), then after `--`
+# arguments for every test binary (a name filter, --nocapture).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/ensure-redis.sh
