@@ -4,10 +4,7 @@
 
 use std::time::Duration;
 
-use lock_core::{
-    Election, FairBackend, LockOptions, Locker, PermitLocker, ReleaseOutcome, RwLocker, RwMode,
-    Wait,
-};
+use lock_core::{LockOptions, Locker, ReleaseOutcome, RwMode, Wait};
 use lock_redis::{Layout, LockDescription, RedisBackend};
 use lock_testkit::RedisServer;
 use tokio::time::{Instant, sleep};
@@ -39,15 +36,16 @@ async fn read_write_lock() {
     let server = RedisServer::start().expect("start redis-server");
     let backend = connect(&server).await;
     let (a, b) = (
-        RwLocker::new(backend.clone()),
-        RwLocker::new(connect(&server).await),
+        Locker::new(backend.clone()),
+        Locker::new(connect(&server).await),
     );
     for name in ["fam:rw", "{fam}:rw"] {
-        let first = a.read(name).await.expect("read");
-        let second = b.read(name).await.expect("read");
-        let writer = RwLocker::new(connect(&server).await);
-        let owned = name.to_owned();
-        let waiting = tokio::spawn(async move { writer.write(&owned).await.map(drop) });
+        let first = a.read_write(name).expect("name").read().await.expect("read");
+        let second = b.read_write(name).expect("name").read().await.expect("read");
+        let writer = Locker::new(connect(&server).await)
+            .read_write(name)
+            .expect("name");
+        let waiting = tokio::spawn(async move { writer.write().await.map(drop) });
         let lock = described(&backend, name, |lock| lock.channels.read_write > 0).await;
         assert_eq!(lock.layout, Layout::ReadWrite, "{lock:?}");
         assert_eq!(lock.mode, Some(RwMode::Read));
@@ -67,7 +65,7 @@ async fn read_write_lock() {
         drop((first, second));
         waiting.await.expect("the writer").expect("written");
 
-        let write = a.write(name).await.expect("write");
+        let write = a.read_write(name).expect("name").write().await.expect("write");
         let lock = backend.describe(name).await.expect("describe");
         assert_eq!(lock.layout, Layout::ReadWrite);
         assert_eq!(lock.mode, Some(RwMode::Write));
@@ -90,15 +88,14 @@ async fn read_write_lock() {
 async fn fair_lock() {
     let server = RedisServer::start().expect("start redis-server");
     let backend = connect(&server).await;
-    let holder = Locker::new(backend.fair_side());
-    let guard = holder.lock("fam:fair").await.expect("lock");
-    let other = Locker::new(connect(&server).await.fair_side());
+    let holder = Locker::new(backend.clone()).fair("fam:fair").expect("name");
+    let guard = holder.lock().await.expect("lock");
+    let other = Locker::new(connect(&server).await)
+        .fair("fam:fair")
+        .expect("name");
     let waiter = tokio::spawn(async move {
         let guard = other
-            .lock_with(
-                "fam:fair",
-                &LockOptions::new().wait(Duration::from_secs(10)),
-            )
+            .lock_with(&LockOptions::new().wait(Duration::from_secs(10)))
             .await
             .expect("the waiter's turn");
         guard.owner_field().to_owned()
@@ -129,12 +126,11 @@ async fn fair_lock() {
 async fn election() {
     let server = RedisServer::start().expect("start redis-server");
     let backend = connect(&server).await;
-    let election = Election::new(backend.clone());
-    let leadership = election
-        .campaign("fam:leader", "node-a")
-        .await
-        .expect("campaign");
-    let mut observer = election.observe("fam:leader").expect("observe");
+    let election = Locker::new(backend.clone())
+        .election("fam:leader")
+        .expect("name");
+    let leadership = election.campaign("node-a").await.expect("campaign");
+    let mut observer = election.observe();
     // The first call reads the leader; the second waits, subscribed, for a change.
     let observing = tokio::spawn(async move {
         observer.changed().await?;
@@ -162,10 +158,12 @@ async fn election() {
 async fn lease_bound_permits() {
     let server = RedisServer::start().expect("start redis-server");
     let backend = connect(&server).await;
-    let permits = PermitLocker::new(backend.clone());
-    assert!(permits.try_set_permits("fam:gpu", 3).await.expect("set"));
-    let one = permits.acquire("fam:gpu").await.expect("a permit");
-    let two = permits.acquire("fam:gpu").await.expect("a permit");
+    let permits = Locker::new(backend.clone())
+        .permits("fam:gpu")
+        .expect("name");
+    assert!(permits.try_set_permits(3).await.expect("set"));
+    let one = permits.acquire().await.expect("a permit");
+    let two = permits.acquire().await.expect("a permit");
     let lock = backend.describe("fam:gpu").await.expect("describe");
     assert_eq!(lock.layout, Layout::Permits, "{lock:?}");
     assert_eq!(lock.available, Some(1));
@@ -265,11 +263,14 @@ async fn on_a_cluster() {
         .connect()
         .await
         .expect("connect");
-    let rw = RwLocker::new(backend.clone());
-    let permits = PermitLocker::new(backend.clone());
     let locker = Locker::new(backend.clone());
     for name in ["fam:c", "{fam:t}:c"] {
-        let reader = rw.read(&format!("{name}:rw")).await.expect("read");
+        let reader = locker
+            .read_write(&format!("{name}:rw"))
+            .expect("name")
+            .read()
+            .await
+            .expect("read");
         let lock = backend
             .describe(&format!("{name}:rw"))
             .await
@@ -277,8 +278,9 @@ async fn on_a_cluster() {
         assert_eq!(lock.layout, Layout::ReadWrite);
         assert_eq!(lock.readers, vec![(reader.owner_field().to_owned(), 1)]);
         let gpu = format!("{name}:gpu");
-        assert!(permits.try_set_permits(&gpu, 2).await.expect("set"));
-        let permit = permits.acquire(&gpu).await.expect("a permit");
+        let permits = locker.permits(&gpu).expect("name");
+        assert!(permits.try_set_permits(2).await.expect("set"));
+        let permit = permits.acquire().await.expect("a permit");
         let lock = backend.describe(&gpu).await.expect("describe");
         assert_eq!(lock.layout, Layout::Permits);
         assert_eq!(lock.permits.len(), 1);

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lock_core::{Election, LockOptions};
+use lock_core::{LockOptions, Locker};
 use lock_redis::RedisBackend;
 use lock_testkit::{FencedResource, History, RedisServer, WriteOutcome};
 use rand::Rng;
@@ -95,7 +95,7 @@ async fn candidate(
     let resource = FencedResource::connect(&resource)
         .await
         .expect("connect to the resource");
-    let election = Election::new(backend);
+    let election = Locker::new(backend).election(ELECTION).expect("a valid name");
     let options = LockOptions::new().watchdog_lease(LEASE);
     let value = format!("process-{process}");
     loop {
@@ -104,7 +104,7 @@ async fn candidate(
             return false;
         }
         let leadership = tokio::select! {
-            won = election.campaign_with(ELECTION, &value, &options) => match won {
+            won = election.campaign_with(&value, &options) => match won {
                 Ok(leadership) => leadership,
                 Err(error) => {
                     eprintln!("process {process}: campaign failed: {error}");

@@ -2,8 +2,8 @@
 //! from `org.redisson.RedissonFairLock`, sent with `EVAL` on a plain connection with the keys
 //! and arguments Redisson builds (owner field `<uuid>:<threadId>`, `currentTime` from this
 //! test's clock, `wait` = Redisson's default `fairLockWaitTimeout` of 5 minutes), against the
-//! same lock hash, queue, deadlines and per-waiter channels as distlock's fair side
-//! ([`FairBackend::fair_side`]). Each side queues behind the other and tells the other's head
+//! same lock hash, queue, deadlines and per-waiter channels as distlock's fair lock
+//! ([`Locker::fair`]). Each side queues behind the other and tells the other's head
 //! its turn.
 //!
 //! Where the two differ: Redisson keeps its queue deadlines cumulative (each waiter's deadline is
@@ -22,9 +22,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::StreamExt;
 use lock_core::fair_backend::QUEUE_TIMEOUT;
-use lock_core::{FairBackend, FairState, LockOptions, Locker};
+use lock_core::{FairLock, FairState, LockOptions, Locker};
 use lock_redis::redis::{self, aio::MultiplexedConnection};
-use lock_redis::{RedisBackend, RedisFairSide};
+use lock_redis::RedisBackend;
 use lock_testkit::conformance::{fresh_name, run};
 use lock_testkit::{RedisServer, SharedFixture};
 
@@ -387,10 +387,10 @@ fn shared_server() -> Arc<RedisServer> {
     SHARED.get_or_start(|| RedisServer::start().expect("start redis-server"))
 }
 
-/// distlock's side of one case: a backend (for `fair_state`) and fair lockers, one per
-/// distlock client asked for.
+/// distlock's side of one case: a client (for the fair lock's state) and fair locks, each on a
+/// distlock client of its own.
 struct Ours {
-    backend: RedisBackend,
+    locker: Locker<RedisBackend>,
     url: String,
 }
 
@@ -398,23 +398,30 @@ impl Ours {
     async fn new(server: &RedisServer) -> Ours {
         let url = server.url();
         Ours {
-            backend: RedisBackend::connect(&url)
-                .await
-                .expect("connect to the test server"),
+            locker: Locker::new(
+                RedisBackend::connect(&url)
+                    .await
+                    .expect("connect to the test server"),
+            ),
             url,
         }
     }
 
-    /// A fair locker on a client of its own.
-    async fn locker(&self) -> Locker<RedisFairSide> {
+    /// The fair lock `name` on a client of its own.
+    async fn fair(&self, name: &str) -> FairLock<RedisBackend> {
         let backend = RedisBackend::connect(&self.url)
             .await
             .expect("connect to the test server");
-        Locker::new(backend.fair_side())
+        Locker::new(backend).fair(name).expect("a valid name")
     }
 
     async fn state(&self, name: &str) -> FairState {
-        self.backend.fair_state(name).await.expect("fair_state")
+        self.locker
+            .fair(name)
+            .expect("a valid name")
+            .state()
+            .await
+            .expect("fair_state")
     }
 
     /// The queued owner fields, in order.
@@ -452,18 +459,15 @@ async fn our_waiter(
     name: &str,
     hold: Duration,
 ) -> (String, tokio::task::JoinHandle<Instant>) {
-    let locker = ours.locker().await;
+    let lock = ours.fair(name).await;
     let before = ours.queue(name).await;
-    let task = tokio::spawn({
-        let name = name.to_owned();
-        async move {
-            let options = LockOptions::new().fixed_lease(LONG_LEASE);
-            let guard = locker.lock_with(&name, &options).await.expect("lock");
-            let at = Instant::now();
-            tokio::time::sleep(hold).await;
-            assert!(guard.release().await.expect("release").was_held());
-            at
-        }
+    let task = tokio::spawn(async move {
+        let options = LockOptions::new().fixed_lease(LONG_LEASE);
+        let guard = lock.lock_with(&options).await.expect("lock");
+        let at = Instant::now();
+        tokio::time::sleep(hold).await;
+        assert!(guard.release().await.expect("release").was_held());
+        at
     });
     // Its first attempt queues it.
     let deadline = Instant::now() + Duration::from_secs(3);
@@ -501,9 +505,9 @@ fn our_waiter_queues_behind_a_redisson_waiter() {
             id: lock_core::new_client_id(),
             name: name.clone(),
         };
-        let holder = ours.locker().await;
+        let holder = ours.fair(&name).await;
         let held = holder
-            .lock_with(&name, &LockOptions::new().fixed_lease(LONG_LEASE))
+            .lock_with(&LockOptions::new().fixed_lease(LONG_LEASE))
             .await
             .expect("lock");
         let mut turn = redisson.subscribe(&server, 1).await;
@@ -542,9 +546,9 @@ fn a_redisson_waiter_behind_ours_is_told_its_turn() {
             id: lock_core::new_client_id(),
             name: name.clone(),
         };
-        let holder = ours.locker().await;
+        let holder = ours.fair(&name).await;
         let held = holder
-            .lock_with(&name, &LockOptions::new().fixed_lease(LONG_LEASE))
+            .lock_with(&LockOptions::new().fixed_lease(LONG_LEASE))
             .await
             .expect("lock");
         let (field, waiter) = our_waiter(&ours, &name, Duration::from_millis(100)).await;
@@ -633,9 +637,9 @@ fn a_redisson_acquire_failed_removes_only_its_own_entry() {
             id: lock_core::new_client_id(),
             name: name.clone(),
         };
-        let holder = ours.locker().await;
+        let holder = ours.fair(&name).await;
         let held = holder
-            .lock_with(&name, &LockOptions::new().fixed_lease(LONG_LEASE))
+            .lock_with(&LockOptions::new().fixed_lease(LONG_LEASE))
             .await
             .expect("lock");
         let hold = Duration::from_millis(100);
@@ -697,9 +701,9 @@ fn a_redisson_grant_lapses_our_queued_deadlines() {
                 id: lock_core::new_client_id(),
                 name: name.clone(),
             };
-            let holder = ours.locker().await;
+            let holder = ours.fair(&name).await;
             let held = holder
-                .lock_with(&name, &LockOptions::new().fixed_lease(LONG_LEASE))
+                .lock_with(&LockOptions::new().fixed_lease(LONG_LEASE))
                 .await
                 .expect("lock");
             let mut turn = redisson.subscribe(&server, 5).await;

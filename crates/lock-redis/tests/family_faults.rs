@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{FairBackend, LockOptions, Locker, RwLocker, Semaphore, Wait};
+use lock_core::{FairBackend, LockOptions, Locker, ReadWriteLock, Semaphore, Wait};
 use lock_redis::{RedisBackend, RedisFairSide};
 use lock_testkit::arrivals::{Arrivals, BookedBackend};
 use lock_testkit::conformance::fresh_name;
@@ -219,22 +219,27 @@ fn read_write_lock_readers_share_writers_are_alone_under_faults() {
             .clients
             .iter()
             .enumerate()
-            .map(|(client, backend)| match client % 2 {
-                0 => RwLocker::new(backend.clone()),
-                _ => RwLocker::writer_preferring(backend.clone()),
+            .map(|(client, backend)| {
+                let lock = Locker::new(backend.clone())
+                    .read_write(&name)
+                    .expect("a valid name");
+                match client % 2 {
+                    0 => lock,
+                    _ => lock.prefer_writers(),
+                }
             })
             .collect();
         let tasks = spawn_tasks(lockers, until, {
-            let (name, record) = (name.clone(), record.clone());
-            move |locker: RwLocker<RedisBackend>, holder| {
-                let (name, record, options) = (name.clone(), record.clone(), options.clone());
+            let record = record.clone();
+            move |locker: ReadWriteLock<RedisBackend>, holder| {
+                let (record, options) = (record.clone(), options.clone());
                 async move {
                     let hold = random_ms(2, 20);
                     let held = if rand::rng().random_ratio(1, 4) {
-                        let held = hold_for(locker.write_with(&name, &options).await, hold).await;
+                        let held = hold_for(locker.write_with(&options).await, hold).await;
                         held.map(|span| (Claim::Exclusive, span))
                     } else {
-                        let held = hold_for(locker.read_with(&name, &options).await, hold).await;
+                        let held = hold_for(locker.read_with(&options).await, hold).await;
                         held.map(|span| (Claim::Shared(1), span))
                     };
                     match held {

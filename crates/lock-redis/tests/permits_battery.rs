@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{LockBackend, LockOptions, PermitLocker};
+use lock_core::{LockBackend, LockOptions, Locker, Permits};
 use lock_redis::RedisBackend;
 use lock_testkit::RedisServer;
 use lock_testkit::conformance::fresh_name;
@@ -58,8 +58,7 @@ struct Record {
 /// dies holding permits).
 async fn worker(
     (client, sitter): (usize, bool),
-    permits: PermitLocker<RedisBackend>,
-    name: String,
+    permits: Permits<RedisBackend>,
     (until, keep_from): (Instant, Option<Instant>),
     record: Arc<Record>,
     mut dead: watch::Receiver<bool>,
@@ -69,7 +68,7 @@ async fn worker(
         .wait(Duration::from_secs(2));
     while Instant::now() < until && !*dead.borrow() {
         let acquired = tokio::select! {
-            acquired = permits.acquire_with(&name, &options) => acquired,
+            acquired = permits.acquire_with(&options) => acquired,
             _ = dead.changed() => return,
         };
         let guard = match acquired {
@@ -165,8 +164,10 @@ fn permits_stay_bounded_under_faults() {
                     .expect("connect")
             }
         };
-        let observer = PermitLocker::new(connect().await);
-        assert!(observer.try_set_permits(&name, PERMITS).await.expect("set"));
+        let observer = Locker::new(connect().await)
+            .permits(&name)
+            .expect("a valid name");
+        assert!(observer.try_set_permits(PERMITS).await.expect("set"));
 
         let started = Instant::now();
         let until = started + RUN;
@@ -189,13 +190,12 @@ fn permits_stay_bounded_under_faults() {
             if doomed {
                 doomed_id = backend.client_id().to_owned();
             }
-            let permits = PermitLocker::new(backend);
+            let permits = Locker::new(backend).permits(&name).expect("a valid name");
             for task in 0..TASKS_PER_CLIENT {
                 let work = worker(
                     // One sitter, on the first client.
                     (client, client == 0 && task == 0),
                     permits.clone(),
-                    name.clone(),
                     (
                         until,
                         doomed.then(|| started + KILL_AT - Duration::from_millis(400)),
@@ -263,12 +263,11 @@ fn permits_stay_bounded_under_faults() {
         // Every snapshot accounts for every permit.
         let sampler = tokio::spawn({
             let observer = observer.clone();
-            let name = name.clone();
             async move {
                 let (mut samples, mut wrong) = (0usize, Vec::new());
                 while Instant::now() < until {
                     if let Ok(Ok(state)) =
-                        tokio::time::timeout(Duration::from_millis(500), observer.state(&name))
+                        tokio::time::timeout(Duration::from_millis(500), observer.state())
                             .await
                     {
                         samples += 1;
@@ -298,7 +297,7 @@ fn permits_stay_bounded_under_faults() {
         // One lease later, nothing of the dead client is held.
         tokio::time::sleep_until(killed_at + GIVEN_BACK_WITHIN).await;
         let holders = loop {
-            match tokio::time::timeout(Duration::from_millis(500), observer.state(&name)).await {
+            match tokio::time::timeout(Duration::from_millis(500), observer.state()).await {
                 Ok(Ok(state)) => break state.holders,
                 _ => tokio::time::sleep(Duration::from_millis(50)).await,
             }
@@ -368,7 +367,7 @@ fn permits_stay_bounded_under_faults() {
         // available or expired, and the next acquire takes the expired ones back.
         let give_up = Instant::now() + LEASE + Duration::from_secs(2);
         let state = loop {
-            let state = observer.state(&name).await.expect("state");
+            let state = observer.state().await.expect("state");
             if state.held() == 0 {
                 break state;
             }
@@ -381,12 +380,12 @@ fn permits_stay_bounded_under_faults() {
             "{state:?}"
         );
         let last = observer
-            .try_acquire(&name)
+            .try_acquire()
             .await
             .expect("try")
             .expect("a permit is free");
         assert!(last.release().await.expect("release").was_held());
-        let state = observer.state(&name).await.expect("state");
+        let state = observer.state().await.expect("state");
         assert_eq!(
             (state.available, state.held(), state.expired),
             (Some(i64::from(PERMITS)), 0, 0),

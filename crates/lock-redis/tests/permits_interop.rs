@@ -3,7 +3,7 @@
 //! plain connection with the keys and arguments Redisson passes (permit ids as 16 raw bytes,
 //! lease ends and "now" from this process's clock, as Redisson's client computes them), against
 //! the same count, `{name}:timeout` set and channel as distlock's
-//! [`PermitLocker`](lock_core::PermitLocker). Each side's permits count against the other's,
+//! lease-bound permits ([`Permits`](lock_core::Permits)). Each side's permits count against the other's,
 //! each side's expired permits are taken back by the other, and each side wakes the other.
 //!
 //! One server serves every case of this file: cases use fresh names, and the server is started
@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use lock_core::{LockOptions, PermitLocker};
+use lock_core::{LockOptions, Locker, Permits};
 use lock_redis::RedisBackend;
 use lock_redis::redis::{self, aio::MultiplexedConnection};
 use lock_testkit::conformance::{fresh_name, run};
@@ -315,17 +315,19 @@ fn shared_server() -> Arc<RedisServer> {
 struct Pair {
     // Kept alive while the case runs.
     server: Arc<RedisServer>,
-    ours: PermitLocker<RedisBackend>,
+    ours: Permits<RedisBackend>,
     redisson: Redisson,
 }
 
 async fn pair(name: &str) -> Pair {
     let server = shared_server();
-    let ours = PermitLocker::new(
+    let ours = Locker::new(
         RedisBackend::connect(server.url())
             .await
             .expect("connect to the test server"),
-    );
+    )
+    .permits(name)
+    .expect("a valid name");
     let redisson = Redisson::new(server.connection().await, name);
     Pair {
         server,
@@ -349,16 +351,15 @@ fn a_redisson_permit_counts_against_ours() {
         assert!(redisson.try_set_permits(2).await);
         let theirs = redisson_id();
         assert_eq!(redisson.try_acquire(theirs, None).await, Acquired::Taken);
-        let mine = ours.acquire(&name).await.expect("the other permit");
+        let mine = ours.acquire().await.expect("the other permit");
         assert!(
-            ours.try_acquire(&name).await.expect("try").is_none(),
+            ours.try_acquire().await.expect("try").is_none(),
             "Redisson holds the last permit"
         );
         let waiter = tokio::spawn({
             let ours = ours.clone();
-            let name = name.clone();
             async move {
-                let permit = ours.acquire(&name).await.expect("acquire");
+                let permit = ours.acquire().await.expect("acquire");
                 (Instant::now(), permit)
             }
         });
@@ -400,11 +401,11 @@ fn our_permits_count_for_redisson() {
             ours,
             mut redisson,
         } = pair(&name).await;
-        assert!(ours.try_set_permits(&name, 2).await.expect("set"));
+        assert!(ours.try_set_permits(2).await.expect("set"));
         assert!(!redisson.try_set_permits(5).await, "set once");
         let options = LockOptions::new().watchdog_lease(Duration::from_secs(10));
-        let first = ours.acquire_with(&name, &options).await.expect("first");
-        let second = ours.acquire(&name).await.expect("second");
+        let first = ours.acquire_with(&options).await.expect("first");
+        let second = ours.acquire().await.expect("second");
         let acquired_at = client_now();
         assert_eq!(redisson.acquired_permits().await, 2);
         assert_eq!(redisson.available_permits().await, 0);
@@ -428,12 +429,12 @@ fn our_permits_count_for_redisson() {
         );
         assert_eq!(redisson.acquired_permits().await, 2);
         assert!(
-            ours.try_acquire(&name).await.expect("try").is_none(),
+            ours.try_acquire().await.expect("try").is_none(),
             "Redisson took the last one"
         );
         redisson.add_permits(1).await;
         let third = ours
-            .try_acquire(&name)
+            .try_acquire()
             .await
             .expect("try")
             .expect("Redisson added one");
@@ -468,8 +469,8 @@ fn expired_permits_are_taken_back_both_ways() {
             Acquired::Taken
         );
         let taken_at = Instant::now();
-        assert!(ours.try_acquire(&name).await.expect("try").is_none());
-        let mine = tokio::time::timeout(Duration::from_secs(5), ours.acquire(&name))
+        assert!(ours.try_acquire().await.expect("try").is_none());
+        let mine = tokio::time::timeout(Duration::from_secs(5), ours.acquire())
             .await
             .expect("the expired permit comes back")
             .expect("acquire");
@@ -489,7 +490,7 @@ fn expired_permits_are_taken_back_both_ways() {
         // Our holder dies: Redisson takes its permit back when the lease ends.
         let lease = Duration::from_millis(800);
         let dead = ours
-            .acquire_with(&name, &LockOptions::new().fixed_lease(lease))
+            .acquire_with(&LockOptions::new().fixed_lease(lease))
             .await
             .expect("acquire");
         let taken_at = Instant::now();
@@ -510,9 +511,9 @@ fn expired_permits_are_taken_back_both_ways() {
             "Redisson gives the dead holder's permit back"
         );
         assert_eq!(redisson.try_acquire(id, None).await, Acquired::Taken);
-        assert_eq!(ours.state(&name).await.expect("state").available, Some(0));
+        assert_eq!(ours.state().await.expect("state").available, Some(0));
         assert!(redisson.try_release(id).await);
-        let state = ours.state(&name).await.expect("state");
+        let state = ours.state().await.expect("state");
         assert_eq!(
             (state.available, state.held(), state.expired),
             (Some(1), 0, 0)
@@ -546,11 +547,11 @@ fn state_lists_redisson_permits() {
                 .await,
             Acquired::Taken
         );
-        let mine = ours.acquire(&name).await.expect("acquire");
+        let mine = ours.acquire().await.expect("acquire");
         tokio::time::sleep(Duration::from_millis(200)).await;
 
         let state = ours
-            .state(&name)
+            .state()
             .await
             .expect("state with a Redisson permit");
         assert_eq!(state.available, Some(1));
@@ -559,7 +560,7 @@ fn state_lists_redisson_permits() {
         expected.sort();
         assert_eq!(state.holders, expected);
 
-        let inspected = ours.permits().state(&name).await.expect("inspect");
+        let inspected = ours.locker().state(&name).await.expect("inspect");
         assert_eq!(inspected.holders, expected);
         assert!(mine.release().await.expect("release").was_held());
         assert!(redisson.try_release(theirs).await);
@@ -585,7 +586,7 @@ fn hash_tagged_names_follow_redisson() {
             mut redisson,
         } = pair(name).await;
         assert!(redisson.try_set_permits(1).await);
-        let mine = ours.acquire(name).await.expect("acquire");
+        let mine = ours.acquire().await.expect("acquire");
         let mut con = server.connection().await;
         let kind: String = redis::cmd("TYPE")
             .arg(&timeout_name)
@@ -606,7 +607,7 @@ fn hash_tagged_names_follow_redisson() {
         let waiter = tokio::spawn({
             let ours = ours.clone();
             async move {
-                let permit = ours.acquire(name).await.expect("acquire");
+                let permit = ours.acquire().await.expect("acquire");
                 (Instant::now(), permit)
             }
         });
@@ -625,7 +626,7 @@ fn hash_tagged_names_follow_redisson() {
         assert!(woken.release().await.expect("release").was_held());
         let lease = Duration::from_millis(300);
         std::mem::forget(
-            ours.acquire_with(name, &LockOptions::new().fixed_lease(lease))
+            ours.acquire_with(&LockOptions::new().fixed_lease(lease))
                 .await
                 .expect("acquire"),
         );
@@ -659,8 +660,7 @@ fn a_redisson_permit_without_lease_keeps_our_recheck() {
         assert_eq!(redisson.try_acquire(theirs, None).await, Acquired::Taken);
         let waiter = tokio::spawn({
             let ours = ours.clone();
-            let name = name.clone();
-            async move { ours.acquire(&name).await.expect("acquire") }
+            async move { ours.acquire().await.expect("acquire") }
         });
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(!waiter.is_finished(), "Redisson holds the permit");

@@ -1,7 +1,7 @@
 //! Wire compatibility with Redisson's `RReadWriteLock`: Redisson's own Lua scripts, copied
 //! verbatim from `org.redisson.RedissonReadLock` and `org.redisson.RedissonWriteLock`, sent with
 //! `EVAL` on a plain connection with the keys and arguments Redisson passes, against the same
-//! hash, timeout keys and channel as distlock's [`RwLocker`]. Each side sees, blocks and wakes
+//! hash, timeout keys and channel as distlock's read-write lock (`Locker::read_write`). Each side sees, blocks and wakes
 //! the other.
 //!
 //! One server serves every case of this file: cases use fresh names, and the server is started
@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use lock_core::{LockOptions, ReleaseOutcome, RwLocker, RwMode};
+use lock_core::{LockOptions, Locker, ReadWriteLock, ReleaseOutcome, RwMode};
 use lock_redis::RedisBackend;
 use lock_redis::redis::{self, aio::MultiplexedConnection};
 use lock_testkit::conformance::{fresh_name, run};
@@ -362,21 +362,24 @@ fn shared_server() -> Arc<RedisServer> {
 struct Pair {
     // Kept alive while the case runs.
     server: Arc<RedisServer>,
-    ours: RwLocker<RedisBackend>,
+    ours: ReadWriteLock<RedisBackend>,
     redisson: Redisson,
 }
 
-async fn ours(server: &RedisServer) -> RwLocker<RedisBackend> {
-    RwLocker::new(
+/// The read-write lock `name` of a new distlock client.
+async fn ours(server: &RedisServer, name: &str) -> ReadWriteLock<RedisBackend> {
+    Locker::new(
         RedisBackend::connect(server.url())
             .await
             .expect("connect to the test server"),
     )
+    .read_write(name)
+    .expect("a valid name")
 }
 
 async fn pair(name: &str) -> Pair {
     let server = shared_server();
-    let ours = ours(&server).await;
+    let ours = ours(&server, name).await;
     let redisson = Redisson {
         con: server.connection().await,
         name: name.to_owned(),
@@ -426,14 +429,13 @@ fn a_redisson_reader_blocks_our_writer_and_its_unlock_wakes_it() {
             } = pair(&name).await;
             assert_eq!(redisson.read_try_lock(1).await, None, "{name}: read");
             assert!(
-                ours.try_write(&name).await.expect("try").is_none(),
+                ours.try_write().await.expect("try").is_none(),
                 "{name}: a Redisson reader holds it"
             );
             let writer = tokio::spawn({
                 let ours = ours.clone();
-                let name = name.clone();
                 async move {
-                    let writing = ours.write_with(&name, &long()).await.expect("write");
+                    let writing = ours.write_with(&long()).await.expect("write");
                     (Instant::now(), writing)
                 }
             });
@@ -471,7 +473,7 @@ fn our_reader_blocks_a_redisson_writer_and_our_release_lets_it_in() {
                 ours,
                 mut redisson,
             } = pair(&name).await;
-            let reading = ours.read_with(&name, &long()).await.expect("read");
+            let reading = ours.read_with(&long()).await.expect("read");
             let pttl = redisson
                 .write_try_lock(1)
                 .await
@@ -485,7 +487,7 @@ fn our_reader_blocks_a_redisson_writer_and_our_release_lets_it_in() {
             assert_eq!(next_message(&mut messages, &name).await, UNLOCK_MESSAGE);
             assert_eq!(redisson.write_try_lock(1).await, None, "{name}: in");
             assert!(
-                ours.try_read(&name).await.expect("try").is_none(),
+                ours.try_read().await.expect("try").is_none(),
                 "{name}: Redisson writes"
             );
             assert_eq!(redisson.write_unlock(1).await, Some(1), "{name}: freed");
@@ -509,15 +511,14 @@ fn a_redisson_writer_wakes_all_our_readers() {
                 ours,
                 mut redisson,
             } = pair(&name).await;
-            let other = self::ours(&server).await;
+            let other = self::ours(&server, &name).await;
             assert_eq!(redisson.write_try_lock(1).await, None, "{name}: write");
             let mut readers = Vec::new();
             for locks in [&ours, &other, &ours, &other] {
                 readers.push(tokio::spawn({
                     let locks = locks.clone();
-                    let name = name.clone();
                     async move {
-                        let reading = locks.read_with(&name, &long()).await.expect("read");
+                        let reading = locks.read_with(&long()).await.expect("read");
                         (Instant::now(), reading)
                     }
                 }));
@@ -533,7 +534,7 @@ fn a_redisson_writer_wakes_all_our_readers() {
             for reader in readers {
                 guards.push(promptly(reader, unlocked_at, &name).await);
             }
-            let state = ours.state(&name).await.expect("state");
+            let state = ours.state().await.expect("state");
             assert_eq!(state.mode, Some(RwMode::Read), "{name}");
             assert_eq!(state.readers.len(), 4, "{name}: {state:?}");
             assert_eq!(redisson.read_try_lock(2).await, None, "{name}: shared");
@@ -560,9 +561,9 @@ fn our_readers_and_redisson_readers_share() {
                 mut redisson,
             } = pair(&name).await;
             assert_eq!(redisson.read_try_lock(1).await, None, "{name}");
-            let reading = ours.read_with(&name, &long()).await.expect("read");
+            let reading = ours.read_with(&long()).await.expect("read");
             assert_eq!(redisson.read_try_lock(2).await, None, "{name}");
-            let state = ours.state(&name).await.expect("state");
+            let state = ours.state().await.expect("state");
             let mut expected = vec![
                 (redisson.lock_name(1), 1),
                 (redisson.lock_name(2), 1),
@@ -584,8 +585,7 @@ fn our_readers_and_redisson_readers_share() {
             // Another task: ours would be an upgrade.
             let refused = tokio::spawn({
                 let ours = ours.clone();
-                let name = name.clone();
-                async move { ours.try_write(&name).await.expect("try").is_none() }
+                async move { ours.try_write().await.expect("try").is_none() }
             });
             assert!(refused.await.expect("task"), "{name}: readers hold it");
             assert!(redisson.write_try_lock(3).await.is_some(), "{name}");
@@ -594,9 +594,9 @@ fn our_readers_and_redisson_readers_share() {
                 reading.release().await.expect("release"),
                 ReleaseOutcome::Released
             );
-            assert!(ours.try_write(&name).await.expect("try").is_none());
+            assert!(ours.try_write().await.expect("try").is_none());
             assert_eq!(redisson.read_unlock(2).await, Some(1), "{name}: freed");
-            let writing = ours.try_write(&name).await.expect("try").expect("free");
+            let writing = ours.try_write().await.expect("try").expect("free");
             assert!(writing.release().await.expect("release").was_held());
         }
     });
@@ -618,9 +618,8 @@ fn a_redisson_downgrade_keeps_our_writer_waiting() {
             assert_eq!(redisson.read_try_lock(1).await, None, "{name}: downgrade");
             let writer = tokio::spawn({
                 let ours = ours.clone();
-                let name = name.clone();
                 async move {
-                    let writing = ours.write_with(&name, &long()).await.expect("write");
+                    let writing = ours.write_with(&long()).await.expect("write");
                     (Instant::now(), writing)
                 }
             });
@@ -634,7 +633,7 @@ fn a_redisson_downgrade_keeps_our_writer_waiting() {
             tokio::time::sleep(Duration::from_millis(300)).await;
             assert!(!writer.is_finished(), "{name}: Redisson still reads");
             let reading = ours
-                .try_read(&name)
+                .try_read()
                 .await
                 .expect("try")
                 .unwrap_or_else(|| panic!("{name}: read mode is shared"));
@@ -661,8 +660,8 @@ fn our_downgrade_is_read_mode_for_redisson() {
                 ours,
                 mut redisson,
             } = pair(&name).await;
-            let writing = ours.write_with(&name, &long()).await.expect("write");
-            let reading = ours.read_with(&name, &long()).await.expect("downgrade");
+            let writing = ours.write_with(&long()).await.expect("write");
+            let reading = ours.read_with(&long()).await.expect("downgrade");
             assert!(
                 redisson.read_try_lock(1).await.is_some(),
                 "{name}: we write"
