@@ -1,9 +1,10 @@
 //! Distributed locks for async Rust on Redis and Valkey, with the same data layout as Redisson's
 //! `RLock`, so Rust and Java services can share locks.
 //!
-//! This is the facade crate: it re-exports the whole lock API of `lock-core` (the [`Locker`],
-//! its [`LockGuard`], options, errors, the backend contract and an in-memory backend) and, with
-//! the `redis` feature (on by default), the Redis / Valkey backend of `lock-redis`.
+//! This is the facade crate. Its root is what an application uses: the [`Locker`] and the
+//! handle it gives out on each primitive, guards, options, errors, the in-memory backend and,
+//! with the `redis` feature (on by default), the Redis / Valkey backend. What a backend author
+//! implements (the contracts, requests, outcomes, sides) is under [`backend`].
 //!
 //! - [`Locker::lock`] waits as long as it takes and keeps the lock with a watchdog (a 30 s lease
 //!   renewed every 10 s while the guard lives), like Redisson's `lock()`.
@@ -25,13 +26,18 @@
 //! |---|---|---|
 //! | one holder at a time, across processes | [`Locker::lock`], [`Locker::try_lock`], [`Locker::lock_with`], [`Locker::with_lock`] | `RLock` |
 //! | the same without reentrancy, at about half the server work | `LockKind::Fast` on the Redis builder | — |
-//! | one holder at a time, in the order they asked | `Locker::new(backend.fair_side())` ([`FairBackend`]) | `RFairLock` |
-//! | many readers or one writer | [`RwLocker`] | `RReadWriteLock` |
-//! | at most N holders, a dead holder's permit given back by its lease | [`PermitLocker`] | `RPermitExpirableSemaphore` |
-//! | a plain counter of N permits | [`Locker::semaphore`] | `RSemaphore` |
-//! | wait until N others have counted down | [`Locker::latch`] | `RCountDownLatch` |
-//! | one leader among candidates | [`Election`] | — |
+//! | one holder at a time, in the order they asked | [`Locker::fair`] → [`FairLock`] | `RFairLock` |
+//! | many readers or one writer | [`Locker::read_write`] → [`ReadWriteLock`] | `RReadWriteLock` |
+//! | at most N holders, a dead holder's permit given back by its lease | [`Locker::permits`] → [`Permits`] | `RPermitExpirableSemaphore` |
+//! | a plain counter of N permits | [`Locker::semaphore`] → [`Semaphore`] | `RSemaphore` |
+//! | wait until N others have counted down | [`Locker::latch`] → [`CountDownLatch`] | `RCountDownLatch` |
+//! | one leader among candidates | [`Locker::election`] → [`Election`] | — |
 //! | survive losing a node; take several locks together | `RedLock` (feature `redlock`); `MultiLock` (feature `multi`) | `RedissonRedLock`; `RedissonMultiLock` |
+//!
+//! Every primitive is reached the same way, from a [`Locker`], with its name bound when the
+//! handle is made (and checked then, before any I/O). Handles are cheap; those from one locker
+//! and its clones share one watchdog, and one owner's calls on one name run in the order they
+//! were made.
 //!
 //! `docs/README.md` in the repository maps each one to its page.
 //!
@@ -97,7 +103,7 @@
 //! - [`RedLock`] (feature `redlock`) is held while a **majority** (`N/2 + 1`) grants it within
 //!   the validity time, so it keeps working with a minority of the nodes down.
 //!
-//! Both are [`LockBackend`]s themselves: a `Locker<MultiLock>` or `Locker<RedLock>` has the same
+//! Both are [`LockBackend`](backend::LockBackend)s themselves: a `Locker<MultiLock>` or `Locker<RedLock>` has the same
 //! guards, watchdog, waiting and [`LockGuard::lost`] as a single node, so code generic over
 //! `B: LockBackend` runs unchanged on either. With `redis`, [`connect_multi`] and
 //! [`connect_redlock`] connect one [`RedisBackend`] per URL; the composites' builders
@@ -109,7 +115,8 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> distlock::Result<()> {
 //! use std::sync::Arc;
-//! use distlock::{DynLockBackend, Locker, MemoryBackend, RedLock};
+//! use distlock::backend::DynLockBackend;
+//! use distlock::{Locker, MemoryBackend, RedLock};
 //!
 //! // Five independent in-memory stores stand in for five Redis nodes.
 //! let nodes: Vec<Arc<dyn DynLockBackend>> =
@@ -137,7 +144,8 @@
 //! | `metrics` | no | metrics through the `metrics` facade (acquire, wait and hold times, renewals, leases lost, each node's votes; see `docs/observability.md`) |
 //!
 //! Without default features only the backend-independent API and [`MemoryBackend`] remain, for
-//! code that is generic over [`LockBackend`] or that brings its own backend.
+//! code that is generic over [`LockBackend`](backend::LockBackend) or that brings its own
+//! backend.
 //!
 //! There is no feature for logging: distlock always reports through the [`tracing`] crate
 //! (warnings for failed background releases and renewals, debug events otherwise). Without a
@@ -147,9 +155,10 @@
 //!
 //! # Writing a backend
 //!
-//! Implement [`LockBackend`]: one atomic step per method (acquire attempt, release, batched
-//! renewal, abandon, force-release, inspect) plus release notifications ([`ReleaseHub`], or
-//! [`ReleaseWatch::polling`] for stores without them). Waiting, watchdogs, guards and reentrancy
+//! Implement [`backend::LockBackend`]: one atomic step per method (acquire attempt, release,
+//! batched renewal, abandon, force-release, inspect) plus release notifications
+//! ([`backend::ReleaseHub`], or [`backend::ReleaseWatch::polling`] for stores without them), and
+//! the contract of each other primitive the store offers ([`backend::FairBackend`], ...). Waiting, watchdogs, guards and reentrancy
 //! bookkeeping come from [`Locker`]. The repository's `examples/src/custom_backend.rs` is a
 //! complete, commented backend, and the `lock-testkit` crate's conformance suite checks any
 //! backend against the behaviour described here.
@@ -164,21 +173,29 @@
     allow(rustdoc::broken_intra_doc_links)
 )]
 
+// The application's tier, as lock-core lists it (`lock_core::api`): the root of this crate is
+// that list plus the backends below, so the two cannot drift apart.
 #[doc(inline)]
-pub use lock_core::{
-    backend, election_backend, error, fair_backend, latch_backend, leased_backend, notify, options,
-    rw_backend, semaphore_backend,
-};
+pub use lock_core::api::*;
 
-pub use lock_core::{
-    AcquireOutcome, AcquireRequest, BoxFuture, CampaignBackend, CountDownLatch, DynLockBackend,
-    Election, ElectionBackend, Error, FairBackend, FairState, Fenced, Fencing, Grant, LatchBackend,
-    Leader, LeaderObserver, Leadership, Lease, LeaseLoss, LeasedSemaphoreBackend, LeasedState,
-    LockBackend, LockGuard, LockOptions, LockState, Locker, MemoryBackend, MemoryCampaignSide,
-    MemoryFairSide, MemoryPermitSide, MemoryReadSide, MemoryWriteSide, Owner, PermitLocker,
-    PermitsTaken, ReadWriteBackend, ReleaseHub, ReleaseOutcome, ReleaseWatch, Renewal, Result,
-    RwLocker, RwMode, RwState, Semaphore, SemaphoreBackend, SemaphoreState, Unfenced, Wait,
-};
+#[doc(inline)]
+pub use lock_core::{error, options, telemetry};
+
+/// What a backend author implements or calls: the contract of each primitive, the requests and
+/// outcomes a [`Locker`] exchanges with a backend, the notification hub, and each backend's
+/// sides. An application does not need these.
+///
+/// `examples/src/custom_backend.rs` in the repository is a complete, commented backend, and the
+/// `lock-testkit` crate's conformance suites check any backend against the contracts.
+pub mod backend {
+    #[doc(inline)]
+    pub use lock_core::backend::*;
+
+    #[cfg(feature = "redis")]
+    pub use lock_redis::{
+        RedisCampaignSide, RedisFairSide, RedisPermitSide, RedisReadSide, RedisWriteSide,
+    };
+}
 
 /// The Redis / Valkey backend: the `lock-redis` crate (feature `redis`).
 ///
@@ -189,8 +206,7 @@ pub use lock_redis as redis;
 
 #[cfg(feature = "redis")]
 pub use lock_redis::{
-    LockKind, NotificationMode, RedisBackend, RedisBackendBuilder, RedisCampaignSide,
-    RedisFairSide, RedisPermitSide, RedisReadSide, RedisWriteSide, ReplicaAck, Shortfall,
+    LockKind, NotificationMode, RedisBackend, RedisBackendBuilder, ReplicaAck, Shortfall,
 };
 
 /// A [`Locker`] over one Redis or Valkey node, as made by [`connect`] (feature `redis`).
@@ -395,7 +411,7 @@ async fn connect_composite<P: lock_multi::Quorum + Default>(
     .await?;
     let nodes = backends
         .into_iter()
-        .map(|backend| Arc::new(backend) as Arc<dyn DynLockBackend>)
+        .map(|backend| Arc::new(backend) as Arc<dyn backend::DynLockBackend>)
         .collect();
     lock_multi::Composite::<P>::new(nodes).map(Locker::new)
 }

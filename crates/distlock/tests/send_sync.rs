@@ -10,9 +10,11 @@
 
 use std::sync::Arc;
 
+use distlock::backend::{DynLockBackend, LockBackend, ReleaseHub, ReleaseWatch};
 use distlock::{
-    DynLockBackend, Error, LeaseLoss, LockBackend, LockGuard, LockOptions, LockState, Locker,
-    MemoryBackend, Owner, ReleaseHub, ReleaseOutcome, ReleaseWatch,
+    CountDownLatch, Election, Error, FairLock, LeaderObserver, Leadership, LeaseLoss, LockGuard,
+    LockOptions, LockState, Locker, MemoryBackend, Owner, Permits, ReadWriteLock, ReleaseOutcome,
+    Semaphore,
 };
 
 const fn assert_send_sync<T: Send + Sync + ?Sized>() {}
@@ -29,6 +31,14 @@ const _: () = {
     assert_send_sync_static::<RedisBackend>();
     assert_send_sync_static::<RedisBackendBuilder>();
     assert_send_sync_static::<NotificationMode>();
+    assert_send_sync_static::<FairLock<RedisBackend>>();
+    assert_send_sync_static::<ReadWriteLock<RedisBackend>>();
+    assert_send_sync_static::<Permits<RedisBackend>>();
+    assert_send_sync_static::<Semaphore<RedisBackend>>();
+    assert_send_sync_static::<CountDownLatch<RedisBackend>>();
+    assert_send_sync_static::<Election<RedisBackend>>();
+    assert_send_sync_static::<Leadership<RedisBackend>>();
+    assert_send_sync_static::<LeaderObserver<RedisBackend>>();
 };
 
 // The backend-independent types (every build).
@@ -42,6 +52,12 @@ const _: () = assert_send_sync_static::<ReleaseHub>();
 const _: () = assert_send_sync_static::<ReleaseWatch>();
 const _: () = assert_send_sync_static::<Locker<MemoryBackend>>();
 const _: () = assert_send_sync_static::<LockGuard<MemoryBackend>>();
+const _: () = assert_send_sync_static::<FairLock<MemoryBackend>>();
+const _: () = assert_send_sync_static::<ReadWriteLock<MemoryBackend>>();
+const _: () = assert_send_sync_static::<Permits<MemoryBackend>>();
+const _: () = assert_send_sync_static::<Semaphore<MemoryBackend>>();
+const _: () = assert_send_sync_static::<CountDownLatch<MemoryBackend>>();
+const _: () = assert_send_sync_static::<Election<MemoryBackend>>();
 const _: () = assert_send_sync_static::<Locker<Arc<dyn DynLockBackend>>>();
 const _: () = assert_send_sync::<dyn DynLockBackend>();
 
@@ -88,6 +104,24 @@ async fn redis_futures_are_send(locker: distlock::RedisLocker) {
     assert_send(&guard.lost());
     assert_send(&guard.extend(Duration::from_secs(1)));
     assert_send(&guard.release());
+
+    // Every primitive's handle makes `Send` futures too.
+    let fair = locker.fair("x").expect("compile-only");
+    assert_send(&fair.lock());
+    assert_send(&fair.state());
+    let rw = locker.read_write("x").expect("compile-only");
+    assert_send(&rw.read());
+    assert_send(&rw.write());
+    let permits = locker.permits("x").expect("compile-only");
+    assert_send(&permits.acquire());
+    let semaphore = locker.semaphore("x").expect("compile-only");
+    assert_send(&semaphore.acquire(1));
+    let latch = locker.latch("x").expect("compile-only");
+    assert_send(&latch.wait());
+    let election = locker.election("x").expect("compile-only");
+    assert_send(&election.campaign("v"));
+    let mut observer = election.observe();
+    assert_send(&observer.changed());
 }
 
 /// The lock API of MultiLock makes `Send` futures, and so does connecting one (with `redis`).

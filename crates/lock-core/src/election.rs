@@ -1,10 +1,11 @@
-//! [`Election`]: leader election on top of the lock, with [`Leadership`] guards and
-//! [`LeaderObserver`]s, over any [`ElectionBackend`].
+//! [`Election`]: a handle on one leader election built on the lock, from
+//! [`Locker::election`], with [`Leadership`] guards and [`LeaderObserver`]s, over any
+//! [`ElectionBackend`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::{LockBackend, ReleaseOutcome};
+use crate::contract::{LockBackend, ReleaseOutcome};
 use crate::election_backend::{CampaignBackend, ElectionBackend, Leader};
 use crate::error::Result;
 use crate::fencing::Fenced;
@@ -19,28 +20,30 @@ use crate::owner::Owner;
 /// simply ran out (a crashed leader) is not announced.
 const OBSERVE_EVERY: Duration = Duration::from_secs(1);
 
-/// Leader election: at most one leader per name at a time among every client of the store,
-/// each campaigning with a value (its address, say) that others read with
-/// [`leader`](Self::leader) or follow with [`observe`](Self::observe).
+/// Leader election: at most one leader of this election at a time among every client of the
+/// store, each campaigning with a value (its address, say) that others read with
+/// [`leader`](Self::leader) or follow with [`observe`](Self::observe). Made by
+/// [`Locker::election`]; its name is bound when it is made.
 ///
 /// Leadership is a watchdog-renewed lease, like a lock's: [`Leadership::lost`] resolves when it
 /// is lost (the store said another leads, or renewals failed until the lease ran out), and a
 /// leader that dies is replaced one lease later. Each leadership has a *term*, a fencing token
 /// that grows with every new leader: pass it to what the leader writes so a deposed leader's
 /// late writes can be refused. Semantics as etcd's election (campaign, resign, leader,
-/// observe) and Curator's `LeaderLatch`; see `docs/lock-family.md` for where they differ.
+/// observe) and Curator's `LeaderLatch`; see `docs/election.md` for where they differ.
 ///
-/// Cheap to clone.
+/// Cheap to clone; every handle from one locker (and its clones) shares one watchdog.
 ///
 /// # Example
 ///
 /// ```
-/// use lock_core::{Election, MemoryBackend};
+/// use lock_core::{Locker, MemoryBackend};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> lock_core::Result<()> {
-/// let election = Election::new(MemoryBackend::new());
-/// let leadership = election.campaign("billing-scheduler", "10.0.0.7:9000").await?;
+/// let locker = Locker::new(MemoryBackend::new());
+/// let scheduler = locker.election("billing-scheduler")?;
+/// let leadership = scheduler.campaign("10.0.0.7:9000").await?;
 /// tokio::select! {
 ///     () = async { /* ... lead, writing with `leadership.term()` ... */ } => {}
 ///     loss = leadership.lost() => eprintln!("no longer the leader: {loss:?}"),
@@ -51,8 +54,27 @@ const OBSERVE_EVERY: Duration = Duration::from_secs(1);
 /// ```
 pub struct Election<B: ElectionBackend> {
     backend: Arc<B>,
-    campaign: B::Campaign,
+    campaigns: Campaigns<B>,
+    name: Arc<str>,
+}
+
+/// The campaign side and its locker: one per locker (see `crate::families`), shared by every
+/// election handle it makes.
+struct Campaigns<B: ElectionBackend> {
+    side: B::Campaign,
     locker: Locker<B::Campaign>,
+}
+
+impl<B: ElectionBackend> Clone for Campaigns<B>
+where
+    B::Campaign: Clone,
+{
+    fn clone(&self) -> Self {
+        Campaigns {
+            side: self.side.clone(),
+            locker: self.locker.clone(),
+        }
+    }
 }
 
 impl<B: ElectionBackend> Clone for Election<B>
@@ -62,8 +84,8 @@ where
     fn clone(&self) -> Self {
         Election {
             backend: self.backend.clone(),
-            campaign: self.campaign.clone(),
-            locker: self.locker.clone(),
+            campaigns: self.campaigns.clone(),
+            name: self.name.clone(),
         }
     }
 }
@@ -71,8 +93,48 @@ where
 impl<B: ElectionBackend> std::fmt::Debug for Election<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Election")
-            .field("locker", &self.locker)
+            .field("name", &self.name)
             .finish_non_exhaustive()
+    }
+}
+
+impl<B: ElectionBackend + LockBackend> Locker<B>
+where
+    B::Campaign: Clone,
+{
+    /// A handle on the election `name` (see [`Election`]). Nothing is sent until the handle is
+    /// used.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidName`] for a name the backend refuses, before any I/O.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> lock_core::Result<()> {
+    /// let locker = lock_core::Locker::new(lock_core::MemoryBackend::new());
+    /// let leadership = locker.election("compactor")?.campaign("node-1").await?;
+    /// assert_eq!(leadership.value(), "node-1");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn election(&self, name: &str) -> Result<Election<B>> {
+        self.backend().check_name(name)?;
+        let backend = self.shared_backend().clone();
+        let campaigns = self.family(|| {
+            let side = backend.campaign_side();
+            Campaigns {
+                locker: Locker::new(side.clone()),
+                side,
+            }
+        });
+        Ok(Election {
+            backend: self.shared_backend().clone(),
+            campaigns,
+            name: name.into(),
+        })
     }
 }
 
@@ -80,31 +142,26 @@ impl<B: ElectionBackend> Election<B>
 where
     B::Campaign: Clone,
 {
-    /// Elections over `backend`.
+    /// The election's name.
     #[must_use]
-    pub fn new(backend: B) -> Self {
-        let campaign = backend.campaign_side();
-        Election {
-            locker: Locker::new(campaign.clone()),
-            campaign,
-            backend: Arc::new(backend),
-        }
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
-    /// Campaigns for leadership of `name` with `value`, waiting as long as it takes; the
-    /// leadership lasts while the returned guard lives (renewed by the watchdog).
+    /// Campaigns for leadership with `value`, waiting as long as it takes; the leadership
+    /// lasts while the returned guard lives (renewed by the watchdog).
     ///
     /// # Errors
     ///
-    /// As [`Locker::lock`]: [`crate::Error::InvalidName`] before any I/O; backend errors
-    /// (retryable ones are ridden through for up to 30 s in a row).
+    /// As [`Locker::lock`]: backend errors (retryable ones are ridden through for up to 30 s
+    /// in a row).
     ///
     /// # Cancel safety
     ///
     /// As [`Locker::lock`]: a campaign dropped while its attempt is in flight may have won; the
     /// leadership is then given back in the background (or ends with its lease).
-    pub async fn campaign(&self, name: &str, value: &str) -> Result<Leadership<B>> {
-        self.campaign_with(name, value, &LockOptions::new()).await
+    pub async fn campaign(&self, value: &str) -> Result<Leadership<B>> {
+        self.campaign_with(value, &LockOptions::new()).await
     }
 
     /// Campaigns with explicit options: a bounded wait
@@ -119,69 +176,64 @@ where
     /// # Cancel safety
     ///
     /// As [`Election::campaign`].
-    pub async fn campaign_with(
-        &self,
-        name: &str,
-        value: &str,
-        options: &LockOptions,
-    ) -> Result<Leadership<B>> {
+    pub async fn campaign_with(&self, value: &str, options: &LockOptions) -> Result<Leadership<B>> {
+        let campaign = &self.campaigns.side;
         let owner = Owner::new();
-        let field = owner.field(self.campaign.client_id());
+        let field = owner.field(campaign.client_id());
         let options = options.clone().owner(owner).fenced();
-        self.campaign.nominate(&field, value);
+        campaign.nominate(&field, value);
         let withdrawn = Withdraw {
-            campaign: &self.campaign,
+            campaign,
             field: &field,
         };
-        let guard = self.locker.lock_with(name, &options).await?;
+        let guard = self
+            .campaigns
+            .locker
+            .lock_with(&self.name, &options)
+            .await?;
         std::mem::forget(withdrawn);
         Ok(Leadership {
             guard,
-            campaign: self.campaign.clone(),
+            campaign: campaign.clone(),
             value: value.to_owned(),
         })
     }
 
-    /// The current leader of `name` (`None`: nobody leads).
+    /// The current leader (`None`: nobody leads).
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidName`] before any I/O; the store's errors.
+    /// The store's errors.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
-    pub async fn leader(&self, name: &str) -> Result<Option<Leader>> {
-        self.campaign.check_name(name)?;
-        self.backend.leader(name).await
+    pub async fn leader(&self) -> Result<Option<Leader>> {
+        self.backend.leader(&self.name).await
     }
 
-    /// Deposes the leader of `name`, whoever it is (an operator's repair): its leadership ends
-    /// now, it finds out through [`Leadership::lost`] at its next renewal, and observers and
-    /// candidates are told. Returns whether someone led.
+    /// Deposes the leader, whoever it is (an operator's repair): its leadership ends now, it
+    /// finds out through [`Leadership::lost`] at its next renewal, and observers and candidates
+    /// are told. Returns whether someone led.
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidName`] before any I/O; the store's errors.
-    pub async fn depose(&self, name: &str) -> Result<bool> {
-        self.locker.force_unlock(name).await
+    /// The store's errors.
+    pub async fn depose(&self) -> Result<bool> {
+        self.campaigns.locker.force_unlock(&self.name).await
     }
 
-    /// Follows the leadership of `name`: [`LeaderObserver::changed`] returns each new leader
-    /// (or `None` when nobody leads) as it changes.
-    ///
-    /// # Errors
-    ///
-    /// [`crate::Error::InvalidName`] before any I/O.
-    pub fn observe(&self, name: &str) -> Result<LeaderObserver<B>> {
-        self.campaign.check_name(name)?;
-        Ok(LeaderObserver {
+    /// Follows the leadership: [`LeaderObserver::changed`] returns each new leader (or `None`
+    /// when nobody leads) as it changes. Nothing is sent until it is used.
+    #[must_use]
+    pub fn observe(&self) -> LeaderObserver<B> {
+        LeaderObserver {
             backend: self.backend.clone(),
-            name: name.to_owned(),
+            name: self.name.to_string(),
             watch: None,
             last: None,
             started: false,
-        })
+        }
     }
 }
 

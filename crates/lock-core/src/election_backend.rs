@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::backend::LockBackend;
+use crate::contract::LockBackend;
 use crate::error::Result;
 use crate::notify::ReleaseWatch;
 
@@ -62,13 +62,14 @@ pub trait CampaignBackend: LockBackend {
 /// # Example
 ///
 /// ```
-/// use lock_core::{Election, MemoryBackend};
+/// use lock_core::{Locker, MemoryBackend};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> lock_core::Result<()> {
-/// let election = Election::new(MemoryBackend::new());
-/// let leadership = election.campaign("scheduler", "host-a:8080").await?;
-/// assert_eq!(election.leader("scheduler").await?.map(|leader| leader.value), Some("host-a:8080".into()));
+/// // Users reach the contract through `Locker::election`.
+/// let election = Locker::new(MemoryBackend::new()).election("scheduler")?;
+/// let leadership = election.campaign("host-a:8080").await?;
+/// assert_eq!(election.leader().await?.map(|leader| leader.value), Some("host-a:8080".into()));
 /// leadership.resign().await?;
 /// # Ok(())
 /// # }

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::backend::LockBackend;
+use crate::contract::LockBackend;
 use crate::error::Result;
 
 /// How long a waiter keeps its place in a fair lock's queue without trying again: a waiter

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use tracing::Instrument;
 
-use crate::backend::{LockBackend, ReleaseOutcome, RenewOutcome};
+use crate::contract::{LockBackend, ReleaseOutcome, RenewOutcome};
 use crate::error::{Error, Result};
 use crate::fencing::{Fenced, Fencing, Unfenced};
 use crate::hold::{Hold, LeaseLoss};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::backend::{AcquireRequest, Renewal};
+use crate::contract::{AcquireRequest, Renewal};
 use crate::owner::{MAX_HOLDER_SUFFIX_LEN, Owner};
 
 /// Why a lease was lost.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::latch_backend::LatchBackend;
+use crate::locker::Locker;
 use crate::notify::ReleaseWatch;
 use crate::options::{Wait, check_wait};
 use crate::waiter::{Attempts, Tried, Waiter};
@@ -60,6 +61,31 @@ impl<B: LatchBackend> std::fmt::Debug for CountDownLatch<B> {
         f.debug_struct("CountDownLatch")
             .field("name", &self.name)
             .finish_non_exhaustive()
+    }
+}
+
+impl<B: LatchBackend> Locker<B> {
+    /// A handle on the countdown latch `name` (Redisson's `RCountDownLatch`; see
+    /// [`CountDownLatch`]). Nothing is sent until the handle is used.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidName`] for a name the backend refuses, before any I/O.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> lock_core::Result<()> {
+    /// let locker = lock_core::Locker::new(lock_core::MemoryBackend::new());
+    /// let started = locker.latch("started")?;
+    /// started.try_set_count(3).await?;
+    /// assert_eq!(started.count_down().await?, 2);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn latch(&self, name: &str) -> Result<CountDownLatch<B>> {
+        CountDownLatch::new(self.shared_backend().clone(), name)
     }
 }
 

@@ -5,12 +5,12 @@
 //! The permits are a [`LockBackend`] ([`permit_side`](LeasedSemaphoreBackend::permit_side)):
 //! one grant is one permit, so a [`crate::Locker`] over it hands out permits as guards with
 //! everything a lock guard has (watchdog renewals, [`crate::LockGuard::lost`], release on drop,
-//! the cleanup after outcomes of unknown effect). [`crate::PermitLocker`] pairs it with the
+//! the cleanup after outcomes of unknown effect). [`crate::Permits`] pairs it with the
 //! count's operations for users.
 
 use std::future::Future;
 
-use crate::backend::LockBackend;
+use crate::contract::LockBackend;
 use crate::error::Result;
 use crate::semaphore_backend::SemaphoreBackend;
 
@@ -75,14 +75,15 @@ impl LeasedState {
 /// # Example
 ///
 /// ```
-/// use lock_core::{MemoryBackend, PermitLocker};
+/// use lock_core::{Locker, MemoryBackend};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> lock_core::Result<()> {
-/// let permits = PermitLocker::new(MemoryBackend::new());
-/// permits.try_set_permits("gpu", 1).await?;
-/// let gpu = permits.acquire("gpu").await?; // renewed while held; given back if we die
-/// assert!(permits.try_acquire("gpu").await?.is_none());
+/// // Users reach the contract through `Locker::permits`.
+/// let permits = Locker::new(MemoryBackend::new()).permits("gpu")?;
+/// permits.try_set_permits(1).await?;
+/// let gpu = permits.acquire().await?; // renewed while held; given back if we die
+/// assert!(permits.try_acquire().await?.is_none());
 /// gpu.release().await?;
 /// # Ok(())
 /// # }

@@ -1,10 +1,23 @@
 //! The core of distlock: the contract every lock backend implements, and the machinery they all
 //! share.
 //!
+//! Its names come in two tiers, each listed once:
+//!
+//! - [`api`]: what an application uses — [`Locker`] and the handles it gives out on each
+//!   primitive, guards, options, errors, [`MemoryBackend`]. The `distlock` facade's root is
+//!   this list (plus its backends).
+//! - [`backend`]: what a backend author implements or calls — the contracts
+//!   ([`LockBackend`], [`FairBackend`], ...), requests and outcomes, the notification hub, the
+//!   in-memory backend's sides.
+//!
+//! Both are also re-exported at this crate's root, for the backend crates built on it.
+//!
 //! - [`LockBackend`] (and its object-safe twin [`DynLockBackend`]): one step against a store —
 //!   acquire attempt, release, batched renewal, force-release, inspect, release notifications.
 //! - [`Locker`]: the user API — [`Locker::lock`], [`Locker::try_lock`], [`Locker::lock_with`],
-//!   [`Locker::with_lock`].
+//!   [`Locker::with_lock`], and one way into every other primitive: [`Locker::fair`],
+//!   [`Locker::read_write`], [`Locker::semaphore`], [`Locker::permits`], [`Locker::latch`],
+//!   [`Locker::election`], each a handle with its name bound.
 //! - [`LockGuard`]: a held lock, with its validity deadline, [`LockGuard::lost`] signal,
 //!   [`LockGuard::extend`] and [`LockGuard::release`].
 //! - the watchdog (renews watchdog-mode leases every lease/3, batched per backend) and the waiter
@@ -17,12 +30,14 @@
 //! - [`MemoryBackend`]: an in-memory store with real expiry, for tests.
 //! - [`SemaphoreBackend`] and [`Semaphore`] ([`Locker::semaphore`]): a counting semaphore
 //!   (Redisson's `RSemaphore`), waited for with the lock's wait loop.
-//! - [`ReadWriteBackend`] and [`RwLocker`]: read-write locks, one lock backend per side.
-//! - [`FairBackend`]: a fair lock side granting in arrival order, for a [`Locker`].
-//! - [`ElectionBackend`] and [`Election`]: leader election on the lock (campaign, resign,
-//!   leader, observe), each leadership with a growing term.
-//! - [`LeasedSemaphoreBackend`] and [`PermitLocker`]: semaphore permits held like locks, given
-//!   back by the store when their lease ends (Redisson's `RPermitExpirableSemaphore`).
+//! - [`ReadWriteBackend`] and [`ReadWriteLock`] ([`Locker::read_write`]): read-write locks,
+//!   one lock backend per side.
+//! - [`FairBackend`] and [`FairLock`] ([`Locker::fair`]): a lock granted in arrival order.
+//! - [`ElectionBackend`] and [`Election`] ([`Locker::election`]): leader election on the lock
+//!   (campaign, resign, leader, observe), each leadership with a growing term.
+//! - [`LeasedSemaphoreBackend`] and [`Permits`] ([`Locker::permits`]): semaphore permits held
+//!   like locks, given back by the store when their lease ends (Redisson's
+//!   `RPermitExpirableSemaphore`).
 //! - [`LatchBackend`] and [`CountDownLatch`] ([`Locker::latch`]): a countdown latch (Redisson's
 //!   `RCountDownLatch`) whose waiters also look again every second.
 //!
@@ -30,11 +45,13 @@
 //!
 //! Each module imports only the ones listed below it:
 //!
-//! - `election`: [`Election`], leader election over a [`Locker`] of the campaign side.
-//! - `rw_locker`, `permit_locker`: [`RwLocker`] and [`PermitLocker`], a [`Locker`] per side of
-//!   a read-write lock, and over lease-bound permits.
+//! - `election`, `read_write_lock`, `permits`, `fair_lock`, `semaphore`, `latch`: the handle
+//!   on each primitive ([`Election`], [`ReadWriteLock`], [`Permits`], [`FairLock`],
+//!   [`Semaphore`], [`CountDownLatch`]) and its entry point on [`Locker`] (`locker.election(…)`
+//!   and so on), each over a [`Locker`] of its side where it has one.
+//! - `families`: the lockers of a locker's other primitives, made on first use and shared by
+//!   its clones.
 //! - `locker`: [`Locker`], the entry point; builds a guard from what the waiter won.
-//! - `semaphore`, `latch`: [`Semaphore`] and [`CountDownLatch`], the handles.
 //! - `waiter`: the first attempt, the registration for release notifications, the wait loop,
 //!   for any primitive's attempts.
 //! - `guard`: [`LockGuard`]: extend, release, drop, the lease-loss signal.
@@ -48,7 +65,7 @@
 //!   the order the calls were issued, with the pair's tally (holds on the store, guards alive)
 //!   and debt.
 //! - `memory`, `election_backend`, `rw_backend`, `fair_backend`, `leased_backend`, `semaphore_backend`,
-//!   `latch_backend`, `backend`, `notify`, `options`, `fencing`, `owner`, `error`: the in-memory
+//!   `latch_backend`, `contract`, `notify`, `options`, `fencing`, `owner`, `error`: the in-memory
 //!   backend, the election's, the read-write lock's, the fair lock's, the lease-bound permits', the
 //!   semaphore's, the latch's and the lock's backend contracts, release notifications, options and checks, the fencing choice
 //!   carried in the types, owners, errors.
@@ -76,57 +93,87 @@
 // see the nightly feature.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod backend;
-mod election;
-pub mod election_backend;
 pub mod error;
+pub mod options;
+pub mod telemetry;
+
+mod contract;
+mod election;
+mod election_backend;
+// Public only under its former path, which the workspace's Redis backend still names; the
+// contract's items are in [`backend`].
+#[doc(hidden)]
 pub mod fair_backend;
+mod fair_lock;
+mod families;
 mod fencing;
 mod guard;
 mod hold;
 mod latch;
-pub mod latch_backend;
-pub mod leased_backend;
+mod latch_backend;
+mod leased_backend;
 mod locker;
 mod memory;
-pub mod notify;
-pub mod options;
+mod notify;
 mod order;
 mod owner;
-mod permit_locker;
-pub mod rw_backend;
-mod rw_locker;
+mod permits;
+mod read_write_lock;
+mod rw_backend;
 mod semaphore;
-pub mod semaphore_backend;
+mod semaphore_backend;
 mod shared;
-pub mod telemetry;
 mod waiter;
 mod watchdog;
 
-pub use backend::{
-    AcquireOutcome, AcquireRequest, BoxFuture, DynLockBackend, Grant, LockBackend, LockState,
-    ReleaseOutcome, RenewOutcome, Renewal,
-};
-pub use election::{Election, LeaderObserver, Leadership};
-pub use election_backend::{CampaignBackend, ElectionBackend, Leader};
-pub use error::{Error, Result};
-pub use fair_backend::{FairBackend, FairState};
-pub use fencing::{Fenced, Fencing, Unfenced};
-pub use guard::LockGuard;
-pub use hold::LeaseLoss;
-pub use latch::CountDownLatch;
-pub use latch_backend::LatchBackend;
-pub use leased_backend::{LeasedSemaphoreBackend, LeasedState};
-pub use locker::Locker;
-pub use memory::{
-    MemoryBackend, MemoryCampaignSide, MemoryFairSide, MemoryPermitSide, MemoryReadSide,
-    MemoryWriteSide,
-};
-pub use notify::{ReleaseHub, ReleaseWatch};
-pub use options::{Lease, LockOptions, Wait};
-pub use owner::{Owner, new_client_id};
-pub use permit_locker::PermitLocker;
-pub use rw_backend::{ReadWriteBackend, RwMode, RwState};
-pub use rw_locker::RwLocker;
-pub use semaphore::Semaphore;
-pub use semaphore_backend::{PermitsTaken, SemaphoreBackend, SemaphoreState};
+/// The application's tier: the names a service taking locks uses (the `distlock` facade's
+/// root re-exports exactly these, plus its backends).
+///
+/// [`Locker`] is the one way in: `locker.lock(name)` for the reentrant lock, and a method per
+/// other primitive returning a handle with its name bound.
+pub mod api {
+    pub use crate::contract::{LockState, ReleaseOutcome};
+    pub use crate::election::{Election, LeaderObserver, Leadership};
+    pub use crate::election_backend::Leader;
+    pub use crate::error::{Error, Result};
+    pub use crate::fair_backend::FairState;
+    pub use crate::fair_lock::FairLock;
+    pub use crate::fencing::{Fenced, Fencing, Unfenced};
+    pub use crate::guard::LockGuard;
+    pub use crate::hold::LeaseLoss;
+    pub use crate::latch::CountDownLatch;
+    pub use crate::leased_backend::LeasedState;
+    pub use crate::locker::Locker;
+    pub use crate::memory::MemoryBackend;
+    pub use crate::options::{Lease, LockOptions, Wait};
+    pub use crate::owner::Owner;
+    pub use crate::permits::Permits;
+    pub use crate::read_write_lock::ReadWriteLock;
+    pub use crate::rw_backend::{RwMode, RwState};
+    pub use crate::semaphore::Semaphore;
+    pub use crate::semaphore_backend::SemaphoreState;
+}
+
+/// The backend author's tier: the contracts a store implements (one per primitive), the
+/// requests and outcomes they exchange with the [`Locker`], the notification
+/// hub, and the in-memory backend's sides. An application does not need these.
+pub mod backend {
+    pub use crate::contract::{
+        AcquireOutcome, AcquireRequest, BoxFuture, DynLockBackend, Grant, LockBackend,
+        RenewOutcome, Renewal,
+    };
+    pub use crate::election_backend::{CampaignBackend, ElectionBackend};
+    pub use crate::fair_backend::{FairBackend, QUEUE_TIMEOUT};
+    pub use crate::latch_backend::LatchBackend;
+    pub use crate::leased_backend::LeasedSemaphoreBackend;
+    pub use crate::memory::{
+        MemoryCampaignSide, MemoryFairSide, MemoryPermitSide, MemoryReadSide, MemoryWriteSide,
+    };
+    pub use crate::notify::{ReleaseHub, ReleaseWatch};
+    pub use crate::owner::new_client_id;
+    pub use crate::rw_backend::ReadWriteBackend;
+    pub use crate::semaphore_backend::{PermitsTaken, SemaphoreBackend};
+}
+
+pub use api::*;
+pub use backend::*;

@@ -1,22 +1,19 @@
-//! The user API: `Locker` with `lock`, `try_lock`, `lock_with`, the calls that need no
-//! guard (`unlock`, `force_unlock`, `state`), and the handles on the other primitives
-//! (`semaphore`).
+//! The user API: `Locker` with `lock`, `try_lock`, `lock_with`, and the calls that need no
+//! guard (`unlock`, `force_unlock`, `state`). The entry points to the other primitives
+//! (`locker.fair(name)`, `locker.semaphore(name)`, ...) are written beside each primitive's
+//! handle, in its own file.
 
 use std::sync::Arc;
 
 use tracing::Instrument;
 
-use crate::backend::{LockBackend, LockState, ReleaseOutcome};
+use crate::contract::{LockBackend, LockState, ReleaseOutcome};
 use crate::error::{Error, Result};
 use crate::fencing::Fencing;
 use crate::guard::LockGuard;
 use crate::hold::{Hold, HoldKey};
-use crate::latch::CountDownLatch;
-use crate::latch_backend::LatchBackend;
 use crate::options::{Lease, LockOptions};
 use crate::owner::Owner;
-use crate::semaphore::Semaphore;
-use crate::semaphore_backend::SemaphoreBackend;
 use crate::shared::LockerShared;
 use crate::telemetry;
 use crate::waiter::{Granted, LockAttempts, Waiter};
@@ -134,7 +131,7 @@ impl<B: LockBackend> Locker<B> {
     /// Waiting follows one rule: register for release notifications, then try, then wait for a
     /// notification, a timer capped by the holder's remaining lease, or the deadline, whichever
     /// comes first; repeat. The first attempt is made before registering, so an uncontended lock
-    /// costs one round trip. A backend that reports [`AcquireOutcome::Contended`](crate::backend::AcquireOutcome::Contended) (a composite
+    /// costs one round trip. A backend that reports [`AcquireOutcome::Contended`](crate::contract::AcquireOutcome::Contended) (a composite
     /// whose nodes split) is retried after the delay it asks for.
     ///
     /// # Errors
@@ -335,7 +332,7 @@ impl<B: LockBackend> Locker<B> {
         &self,
         key: HoldKey,
         lease: Lease,
-        granted: Granted<crate::backend::Grant>,
+        granted: Granted<crate::contract::Grant>,
         token: F::Token,
     ) -> LockGuard<B, F> {
         let Granted { grant, sent_at } = granted;
@@ -463,6 +460,17 @@ impl<B: LockBackend> Locker<B> {
         self.shared.settle_owed(name, &field).await
     }
 
+    /// The backend, shared: for the handles on the other primitives, which call it directly.
+    pub(crate) fn shared_backend(&self) -> &Arc<B> {
+        &self.shared.backend
+    }
+
+    /// This locker's family of type `F` (the locker of another primitive's side, say), made by
+    /// `make` on first use and shared by every clone (see `crate::families`).
+    pub(crate) fn family<F: Clone + Send + Sync + 'static>(&self, make: impl FnOnce() -> F) -> F {
+        self.shared.families.get_or_make(make)
+    }
+
     /// A locker over `backend` whose calls share the lines of `other` (the other side of a
     /// read-write lock: one owner's calls on one name are ordered across both sides), keeping
     /// the tallies of `side`.
@@ -481,60 +489,10 @@ impl<B: LockBackend> Locker<B> {
     }
 }
 
-impl<B: SemaphoreBackend> Locker<B> {
-    /// A handle on the counting semaphore `name` (Redisson's `RSemaphore`; see
-    /// [`Semaphore`]). Nothing is sent until the handle is used.
-    ///
-    /// # Errors
-    ///
-    /// [`crate::Error::InvalidName`] for a name the backend refuses, before any I/O.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> lock_core::Result<()> {
-    /// let locker = lock_core::Locker::new(lock_core::MemoryBackend::new());
-    /// let uploads = locker.semaphore("uploads")?;
-    /// uploads.try_set_permits(4).await?;
-    /// assert_eq!(uploads.available().await?, 4);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn semaphore(&self, name: &str) -> Result<Semaphore<B>> {
-        Semaphore::new(self.shared.backend.clone(), name)
-    }
-}
-
-impl<B: LatchBackend> Locker<B> {
-    /// A handle on the countdown latch `name` (Redisson's `RCountDownLatch`; see
-    /// [`CountDownLatch`]). Nothing is sent until the handle is used.
-    ///
-    /// # Errors
-    ///
-    /// [`crate::Error::InvalidName`] for a name the backend refuses, before any I/O.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> lock_core::Result<()> {
-    /// let locker = lock_core::Locker::new(lock_core::MemoryBackend::new());
-    /// let started = locker.latch("started")?;
-    /// started.try_set_count(3).await?;
-    /// assert_eq!(started.count_down().await?, 2);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn latch(&self, name: &str) -> Result<CountDownLatch<B>> {
-        CountDownLatch::new(self.shared.backend.clone(), name)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::{AcquireOutcome, AcquireRequest};
+    use crate::contract::{AcquireOutcome, AcquireRequest};
     use crate::hold::LeaseLoss;
     use crate::memory::MemoryBackend;
     use crate::notify::ReleaseWatch;
@@ -1056,8 +1014,8 @@ mod tests {
         }
         async fn renew(
             &self,
-            renewals: &[crate::backend::Renewal<'_>],
-        ) -> Result<Vec<crate::backend::RenewOutcome>> {
+            renewals: &[crate::contract::Renewal<'_>],
+        ) -> Result<Vec<crate::contract::RenewOutcome>> {
             self.renew_calls.fetch_add(1, Ordering::SeqCst);
             if self.failing_renewals.load(Ordering::SeqCst) {
                 return Err(Error::ConnectionLost("reset".into()));

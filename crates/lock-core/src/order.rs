@@ -15,7 +15,7 @@
 //! `stored`" is right at any turn.
 //!
 //! Lines are per [`OrderBook`]: a [`crate::Locker`] and its clones share one, and so do the two
-//! sides of a [`crate::RwLocker`] (each with its own [`Side`] tally, since each side counts its
+//! sides of a [`crate::ReadWriteLock`] (each with its own [`Side`] tally, since each side counts its
 //! own holds on the store).
 
 use std::borrow::Borrow;

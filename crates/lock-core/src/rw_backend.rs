@@ -4,12 +4,12 @@
 //! Each side is an ordinary lock backend, so everything built on [`LockBackend`] works on it
 //! unchanged: the [`crate::Locker`] (waiting, guards, the watchdog, the cleanup after outcomes
 //! of unknown effect), and composites over many stores (a MultiLock or RedLock of read locks).
-//! [`crate::RwLocker`] pairs the two sides' lockers for users.
+//! [`crate::ReadWriteLock`] pairs the two sides' lockers for users.
 
 use std::future::Future;
 use std::time::Duration;
 
-use crate::backend::LockBackend;
+use crate::contract::LockBackend;
 use crate::error::Result;
 
 /// Which side holds a read-write lock.
@@ -94,17 +94,15 @@ impl RwState {
 /// # Example
 ///
 /// ```
-/// use lock_core::{MemoryBackend, RwLocker};
+/// use lock_core::{LockOptions, Locker, MemoryBackend, Owner};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> lock_core::Result<()> {
-/// let locks = RwLocker::new(MemoryBackend::new());
-/// let reading = locks.read("catalog").await?;
-/// let also_reading = locks.reads().lock_with(
-///     "catalog",
-///     &lock_core::LockOptions::new().owner(lock_core::Owner::new()),
-/// ).await?;
-/// assert!(locks.try_write("catalog").await.is_err()); // this task reads: no upgrade
+/// // Users reach the contract through `Locker::read_write`.
+/// let catalog = Locker::new(MemoryBackend::new()).read_write("catalog")?;
+/// let reading = catalog.read().await?;
+/// let also_reading = catalog.read_with(&LockOptions::new().owner(Owner::new())).await?;
+/// assert!(catalog.try_write().await.is_err()); // this task reads: no upgrade
 /// drop((reading, also_reading));
 /// # Ok(())
 /// # }

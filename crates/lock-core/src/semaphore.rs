@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::locker::Locker;
 use crate::notify::ReleaseWatch;
 use crate::options::{Wait, check_wait};
 use crate::semaphore_backend::{PermitsTaken, SemaphoreBackend, SemaphoreState};
@@ -67,6 +68,31 @@ fn check_permits(permits: u32) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+impl<B: SemaphoreBackend> Locker<B> {
+    /// A handle on the counting semaphore `name` (Redisson's `RSemaphore`; see
+    /// [`Semaphore`]). Nothing is sent until the handle is used.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidName`] for a name the backend refuses, before any I/O.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> lock_core::Result<()> {
+    /// let locker = lock_core::Locker::new(lock_core::MemoryBackend::new());
+    /// let uploads = locker.semaphore("uploads")?;
+    /// uploads.try_set_permits(4).await?;
+    /// assert_eq!(uploads.available().await?, 4);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn semaphore(&self, name: &str) -> Result<Semaphore<B>> {
+        Semaphore::new(self.shared_backend().clone(), name)
+    }
 }
 
 impl<B: SemaphoreBackend> Semaphore<B> {

@@ -6,7 +6,7 @@
 
 use std::future::Future;
 
-use crate::backend::LockBackend;
+use crate::contract::LockBackend;
 use crate::error::Result;
 use crate::notify::ReleaseWatch;
 

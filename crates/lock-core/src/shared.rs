@@ -13,8 +13,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::{AcquireOutcome, AcquireRequest, Grant, LockBackend, ReleaseOutcome};
+use crate::contract::{AcquireOutcome, AcquireRequest, Grant, LockBackend, ReleaseOutcome};
 use crate::error::Result;
+use crate::families::Families;
 use crate::hold::Hold;
 use crate::order::{OrderBook, Place, Side};
 use crate::watchdog::Watchdog;
@@ -28,6 +29,8 @@ pub(crate) struct LockerShared<B: LockBackend> {
     pub order: Arc<OrderBook>,
     /// Which tally of each lane this locker keeps.
     pub side: Side,
+    /// The lockers of the other primitives made from this locker (see `crate::families`).
+    pub families: Families,
 }
 
 impl<B: LockBackend> LockerShared<B> {
@@ -42,6 +45,7 @@ impl<B: LockBackend> LockerShared<B> {
             backend,
             order,
             side,
+            families: Families::default(),
         }
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::time::Instant;
 
-use crate::backend::{AcquireRequest, LockBackend};
+use crate::contract::{AcquireRequest, LockBackend};
 use crate::error::{Error, Result};
 use crate::notify::ReleaseWatch;
 use crate::options::Wait;

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use tracing::Instrument;
 
-use crate::backend::{LockBackend, RenewOutcome, Renewal};
+use crate::contract::{LockBackend, RenewOutcome, Renewal};
 use crate::hold::{Hold, LeaseLoss};
 use crate::telemetry;
 

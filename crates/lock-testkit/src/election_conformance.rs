@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use lock_core::{Election, ElectionBackend, Error, LeaseLoss, LockOptions};
+use lock_core::{Election, ElectionBackend, Error, LeaseLoss, LockOptions, Locker};
 use tokio::time::{Instant, sleep, timeout};
 
 use crate::conformance::{Harness, fresh_name};
@@ -30,12 +30,15 @@ use crate::conformance::{Harness, fresh_name};
 /// one-second re-reads that would find it without any announcement.
 const PROMPT: Duration = Duration::from_millis(700);
 
-async fn election_of<H: Harness>(harness: &H) -> Election<H::Backend>
+/// The election `name` as a new client sees it (its own connection and client id).
+async fn election_of<H: Harness>(harness: &H, name: &str) -> Election<H::Backend>
 where
     H::Backend: ElectionBackend,
     <H::Backend as ElectionBackend>::Campaign: Clone,
 {
-    Election::new(harness.client().await)
+    Locker::new(harness.client().await)
+        .election(name)
+        .expect("a valid name")
 }
 
 /// One leader at a time among candidates of every client; when it resigns the next one leads
@@ -46,23 +49,18 @@ where
     <H::Backend as ElectionBackend>::Campaign: Clone,
 {
     let name = fresh_name("election-one");
-    let reader = election_of(harness).await;
-    assert_eq!(reader.leader(&name).await.expect("leader"), None);
-    let first = election_of(harness).await;
-    let leadership = first.campaign(&name, "a").await.expect("campaign");
-    let leader = reader
-        .leader(&name)
-        .await
-        .expect("leader")
-        .expect("a leads");
+    let reader = election_of(harness, &name).await;
+    assert_eq!(reader.leader().await.expect("leader"), None);
+    let first = election_of(harness, &name).await;
+    let leadership = first.campaign("a").await.expect("campaign");
+    let leader = reader.leader().await.expect("leader").expect("a leads");
     assert_eq!(leader.value, "a");
     assert_eq!(leader.owner_field, leadership.guard().owner_field());
     let mut candidates = Vec::new();
     for value in ["b", "c"] {
-        let election = election_of(harness).await;
-        let name = name.clone();
+        let election = election_of(harness, &name).await;
         candidates.push(tokio::spawn(async move {
-            let leadership = election.campaign(&name, value).await.expect("campaign");
+            let leadership = election.campaign(value).await.expect("campaign");
             (Instant::now(), leadership)
         }));
     }
@@ -83,7 +81,7 @@ where
     assert!(took < PROMPT, "the next candidate took {took:?}");
     assert!(next.term() > first_term, "terms must grow");
     let leader = reader
-        .leader(&name)
+        .leader()
         .await
         .expect("leader")
         .expect("someone leads");
@@ -96,7 +94,7 @@ where
         .expect("the last candidate leads in turn")
         .expect("task");
     assert!(last.resign().await.expect("resign"));
-    assert_eq!(reader.leader(&name).await.expect("leader"), None);
+    assert_eq!(reader.leader().await.expect("leader"), None);
 }
 
 /// A leader that stops renewing (a crash) is replaced one lease later, and an observer sees it.
@@ -106,17 +104,17 @@ where
     <H::Backend as ElectionBackend>::Campaign: Clone,
 {
     let name = fresh_name("election-crash");
-    let crashed = election_of(harness).await;
+    let crashed = election_of(harness, &name).await;
     let lease = Duration::from_millis(600);
     let options = LockOptions::new().fixed_lease(lease);
     let leadership = crashed
-        .campaign_with(&name, "crashed", &options)
+        .campaign_with("crashed", &options)
         .await
         .expect("campaign");
     let elected_at = Instant::now();
     std::mem::forget(leadership);
-    let next = election_of(harness).await;
-    let won = timeout(Duration::from_secs(5), next.campaign(&name, "next"))
+    let next = election_of(harness, &name).await;
+    let won = timeout(Duration::from_secs(5), next.campaign("next"))
         .await
         .expect("replaced")
         .expect("campaign");
@@ -129,11 +127,7 @@ where
         after < lease + Duration::from_millis(1500),
         "replaced late: {after:?}"
     );
-    let leader = next
-        .leader(&name)
-        .await
-        .expect("leader")
-        .expect("next leads");
+    let leader = next.leader().await.expect("leader").expect("next leads");
     assert_eq!(leader.value, "next");
     assert!(won.resign().await.expect("resign"));
 }
@@ -145,10 +139,10 @@ where
     <H::Backend as ElectionBackend>::Campaign: Clone,
 {
     let name = fresh_name("election-observe");
-    let watcher = election_of(harness).await;
-    let mut observer = watcher.observe(&name).expect("observe");
+    let watcher = election_of(harness, &name).await;
+    let mut observer = watcher.observe();
     assert_eq!(observer.changed().await.expect("now"), None);
-    let candidate = election_of(harness).await;
+    let candidate = election_of(harness, &name).await;
     let pending = tokio::spawn(async move {
         let change = observer.changed().await.expect("change");
         (Instant::now(), change, observer)
@@ -156,7 +150,7 @@ where
     // Campaign just after the observer's read: its own re-read is most of a second away.
     sleep(Duration::from_millis(100)).await;
     let elected_at = Instant::now();
-    let leadership = candidate.campaign(&name, "x").await.expect("campaign");
+    let leadership = candidate.campaign("x").await.expect("campaign");
     let (seen_at, change, mut observer) = timeout(Duration::from_secs(5), pending)
         .await
         .expect("seen")
@@ -188,31 +182,27 @@ where
     <H::Backend as ElectionBackend>::Campaign: Clone,
 {
     let name = fresh_name("election-depose");
-    let leader = election_of(harness).await;
+    let leader = election_of(harness, &name).await;
     let options = LockOptions::new().watchdog_lease(Duration::from_millis(600));
     let leadership = leader
-        .campaign_with(&name, "old", &options)
+        .campaign_with("old", &options)
         .await
         .expect("campaign");
-    let operator = election_of(harness).await;
-    assert!(operator.depose(&name).await.expect("depose"));
-    assert_eq!(operator.leader(&name).await.expect("leader"), None);
+    let operator = election_of(harness, &name).await;
+    assert!(operator.depose().await.expect("depose"));
+    assert_eq!(operator.leader().await.expect("leader"), None);
     let loss = timeout(Duration::from_secs(3), leadership.lost())
         .await
         .expect("lost at the next renewal");
     assert_eq!(loss, LeaseLoss::NotOurs);
-    let next = operator.campaign(&name, "new").await.expect("campaign");
+    let next = operator.campaign("new").await.expect("campaign");
     assert!(next.term() > leadership.term());
     assert!(
         !leadership.resign().await.expect("resign"),
         "not held any more"
     );
     assert_eq!(
-        operator
-            .leader(&name)
-            .await
-            .expect("leader")
-            .map(|l| l.value),
+        operator.leader().await.expect("leader").map(|l| l.value),
         Some("new".to_owned())
     );
     assert!(next.resign().await.expect("resign"));
@@ -225,18 +215,13 @@ where
     <H::Backend as ElectionBackend>::Campaign: Clone,
 {
     let name = fresh_name("election-cancel");
-    let leader = election_of(harness).await;
-    let leadership = leader.campaign(&name, "leader").await.expect("campaign");
-    let quitter = election_of(harness).await;
-    let dropped = timeout(
-        Duration::from_millis(300),
-        quitter.campaign(&name, "quitter"),
-    )
-    .await;
+    let leader = election_of(harness, &name).await;
+    let leadership = leader.campaign("leader").await.expect("campaign");
+    let quitter = election_of(harness, &name).await;
+    let dropped = timeout(Duration::from_millis(300), quitter.campaign("quitter")).await;
     assert!(dropped.is_err(), "someone leads");
     let bounded = quitter
         .campaign_with(
-            &name,
             "bounded",
             &LockOptions::new().wait(Duration::from_millis(200)),
         )
@@ -248,7 +233,7 @@ where
     assert!(leadership.resign().await.expect("resign"));
     sleep(Duration::from_millis(300)).await;
     assert_eq!(
-        quitter.leader(&name).await.expect("leader"),
+        quitter.leader().await.expect("leader"),
         None,
         "nobody campaigns"
     );
@@ -260,31 +245,24 @@ where
     H::Backend: ElectionBackend,
     <H::Backend as ElectionBackend>::Campaign: Clone,
 {
-    let election = election_of(harness).await;
+    let locker = Locker::new(harness.client().await);
     let too_long = "x".repeat(lock_core::options::MAX_NAME_LEN + 1);
     for bad in ["", too_long.as_str()] {
         assert!(matches!(
-            election.campaign(bad, "v").await,
-            Err(Error::InvalidName { .. })
-        ));
-        assert!(matches!(
-            election.leader(bad).await,
-            Err(Error::InvalidName { .. })
-        ));
-        assert!(matches!(
-            election.observe(bad),
+            locker.election(bad),
             Err(Error::InvalidName { .. })
         ));
     }
     let name = fresh_name("election-bad");
+    let election = locker.election(&name).expect("a valid name");
     let result = election
-        .campaign_with(&name, "v", &LockOptions::new().wait(Duration::ZERO))
+        .campaign_with("v", &LockOptions::new().wait(Duration::ZERO))
         .await;
     assert!(
         matches!(result, Err(Error::InvalidOptions { .. })),
         "{result:?}"
     );
-    assert_eq!(election.leader(&name).await.expect("leader"), None);
+    assert_eq!(election.leader().await.expect("leader"), None);
 }
 
 /// Generates one `#[test]` per election conformance case for a harness expression whose

@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use lock_core::{Error, LeaseLoss, LeasedSemaphoreBackend, LockOptions, PermitLocker};
+use lock_core::{Error, LeaseLoss, LeasedSemaphoreBackend, LockOptions, Locker, Permits};
 use tokio::time::{Instant, sleep, timeout};
 
 use crate::conformance::{Harness, fresh_name};
@@ -30,11 +30,14 @@ use crate::conformance::{Harness, fresh_name};
 /// re-check.
 const HAND_OFF: Duration = Duration::from_millis(700);
 
-async fn permits_of<H: Harness>(harness: &H) -> PermitLocker<H::Backend>
+/// The semaphore `name` as a new client sees it (its own connection and client id).
+async fn permits_of<H: Harness>(harness: &H, name: &str) -> Permits<H::Backend>
 where
     H::Backend: LeasedSemaphoreBackend,
 {
-    PermitLocker::new(harness.client().await)
+    Locker::new(harness.client().await)
+        .permits(name)
+        .expect("a valid name")
 }
 
 /// Never more permits out than set; a permit given back goes to a waiter at once; the state
@@ -44,25 +47,24 @@ where
     H::Backend: LeasedSemaphoreBackend,
 {
     let name = fresh_name("permits-bound");
-    let a = permits_of(harness).await;
-    let b = permits_of(harness).await;
-    let c = permits_of(harness).await;
-    assert!(a.try_set_permits(&name, 2).await.expect("set"));
-    assert!(!c.try_set_permits(&name, 9).await.expect("set again"));
-    let first = a.acquire(&name).await.expect("first");
-    let second = b.acquire(&name).await.expect("second");
+    let a = permits_of(harness, &name).await;
+    let b = permits_of(harness, &name).await;
+    let c = permits_of(harness, &name).await;
+    assert!(a.try_set_permits(2).await.expect("set"));
+    assert!(!c.try_set_permits(9).await.expect("set again"));
+    let first = a.acquire().await.expect("first");
+    let second = b.acquire().await.expect("second");
     assert!(
-        c.try_acquire(&name).await.expect("try").is_none(),
+        c.try_acquire().await.expect("try").is_none(),
         "two of two out"
     );
-    let state = c.state(&name).await.expect("state");
+    let state = c.state().await.expect("state");
     assert_eq!(state.available, Some(0));
     assert_eq!(state.held(), 2);
     assert_eq!(state.holders.len(), 2);
     let waiter = tokio::spawn({
-        let name = name.clone();
         async move {
-            let permit = c.acquire(&name).await.expect("acquire");
+            let permit = c.acquire().await.expect("acquire");
             (Instant::now(), permit.release().await.expect("release"))
         }
     });
@@ -77,7 +79,7 @@ where
     let hand_off = taken_at.duration_since(released_at);
     assert!(hand_off < HAND_OFF, "hand-off took {hand_off:?}");
     assert!(second.release().await.expect("release").was_held());
-    let state = a.state(&name).await.expect("state");
+    let state = a.state().await.expect("state");
     assert_eq!(state.available, Some(2));
     assert_eq!(state.held(), 0);
 }
@@ -88,21 +90,18 @@ where
     H::Backend: LeasedSemaphoreBackend,
 {
     let name = fresh_name("permits-several");
-    let permits = permits_of(harness).await;
-    assert!(permits.try_set_permits(&name, 3).await.expect("set"));
+    let permits = permits_of(harness, &name).await;
+    assert!(permits.try_set_permits(3).await.expect("set"));
     let owned = LockOptions::new().owner(lock_core::Owner::new());
-    let one = permits.acquire_with(&name, &owned).await.expect("one");
-    let two = permits.acquire_with(&name, &owned).await.expect("two");
+    let one = permits.acquire_with(&owned).await.expect("one");
+    let two = permits.acquire_with(&owned).await.expect("two");
     assert_eq!(two.hold_count(), 2);
-    let state = permits.state(&name).await.expect("state");
+    let state = permits.state().await.expect("state");
     assert_eq!(state.holders, vec![(one.owner_field().to_owned(), 2)]);
     assert_eq!(state.available, Some(1));
     assert!(two.release().await.expect("release").was_held());
     assert!(one.release().await.expect("release").was_held());
-    assert_eq!(
-        permits.state(&name).await.expect("state").available,
-        Some(3)
-    );
+    assert_eq!(permits.state().await.expect("state").available, Some(3));
 }
 
 /// Each permit is its own: a task holding two with different leases gives back exactly the one
@@ -112,32 +111,29 @@ where
     H::Backend: LeasedSemaphoreBackend,
 {
     let name = fresh_name("permits-own");
-    let permits = permits_of(harness).await;
-    let other = permits_of(harness).await;
-    assert!(permits.try_set_permits(&name, 2).await.expect("set"));
+    let permits = permits_of(harness, &name).await;
+    let other = permits_of(harness, &name).await;
+    assert!(permits.try_set_permits(2).await.expect("set"));
     let short = LockOptions::new().fixed_lease(Duration::from_millis(600));
     let long = LockOptions::new().fixed_lease(Duration::from_secs(20));
-    let soon = permits.acquire_with(&name, &short).await.expect("short");
-    let lasting = permits.acquire_with(&name, &long).await.expect("long");
+    let soon = permits.acquire_with(&short).await.expect("short");
+    let lasting = permits.acquire_with(&long).await.expect("long");
     assert!(soon.release().await.expect("release").was_held());
     // Past the short lease: the long one's permit is still out, whatever was released.
     sleep(Duration::from_millis(1200)).await;
     let first = other
-        .try_acquire(&name)
+        .try_acquire()
         .await
         .expect("try")
         .expect("one permit free");
     assert!(
-        other.try_acquire(&name).await.expect("try").is_none(),
+        other.try_acquire().await.expect("try").is_none(),
         "the long-leased permit was given back by the short one's release"
     );
     assert!(!lasting.is_lost());
     assert!(first.release().await.expect("release").was_held());
     assert!(lasting.release().await.expect("release").was_held());
-    assert_eq!(
-        permits.state(&name).await.expect("state").available,
-        Some(2)
-    );
+    assert_eq!(permits.state().await.expect("state").available, Some(2));
 }
 
 /// A permit whose holder stops renewing (a crash) is given back when its lease ends, and a
@@ -147,19 +143,16 @@ where
     H::Backend: LeasedSemaphoreBackend,
 {
     let name = fresh_name("permits-crash");
-    let crashed = permits_of(harness).await;
-    let waiting = permits_of(harness).await;
-    assert!(crashed.try_set_permits(&name, 1).await.expect("set"));
+    let crashed = permits_of(harness, &name).await;
+    let waiting = permits_of(harness, &name).await;
+    assert!(crashed.try_set_permits(1).await.expect("set"));
     let lease = Duration::from_millis(600);
     let options = LockOptions::new().fixed_lease(lease);
-    let permit = crashed
-        .acquire_with(&name, &options)
-        .await
-        .expect("acquire");
+    let permit = crashed.acquire_with(&options).await.expect("acquire");
     let taken_at = Instant::now();
     // Neither released nor renewed: as if its process died.
     std::mem::forget(permit);
-    let got = timeout(Duration::from_secs(5), waiting.acquire(&name))
+    let got = timeout(Duration::from_secs(5), waiting.acquire())
         .await
         .expect("the permit comes back")
         .expect("acquire");
@@ -173,10 +166,7 @@ where
         "taken back late: {after:?}"
     );
     assert!(got.release().await.expect("release").was_held());
-    assert_eq!(
-        waiting.state(&name).await.expect("state").available,
-        Some(1)
-    );
+    assert_eq!(waiting.state().await.expect("state").available, Some(1));
 }
 
 /// The watchdog keeps a permit past its lease while the guard lives.
@@ -185,23 +175,19 @@ where
     H::Backend: LeasedSemaphoreBackend,
 {
     let name = fresh_name("permits-watchdog");
-    let holder = permits_of(harness).await;
-    let other = permits_of(harness).await;
-    assert!(holder.try_set_permits(&name, 1).await.expect("set"));
+    let holder = permits_of(harness, &name).await;
+    let other = permits_of(harness, &name).await;
+    assert!(holder.try_set_permits(1).await.expect("set"));
     let options = LockOptions::new().watchdog_lease(Duration::from_millis(600));
-    let permit = holder.acquire_with(&name, &options).await.expect("acquire");
+    let permit = holder.acquire_with(&options).await.expect("acquire");
     sleep(Duration::from_millis(2000)).await;
     assert!(!permit.is_lost());
     assert!(
-        other.try_acquire(&name).await.expect("try").is_none(),
+        other.try_acquire().await.expect("try").is_none(),
         "still held"
     );
     assert!(permit.release().await.expect("release").was_held());
-    let next = other
-        .try_acquire(&name)
-        .await
-        .expect("try")
-        .expect("free now");
+    let next = other.try_acquire().await.expect("try").expect("free now");
     assert!(next.release().await.expect("release").was_held());
 }
 
@@ -211,25 +197,19 @@ where
     H::Backend: LeasedSemaphoreBackend,
 {
     let name = fresh_name("permits-force");
-    let holder = permits_of(harness).await;
-    let operator = permits_of(harness).await;
-    assert!(holder.try_set_permits(&name, 2).await.expect("set"));
+    let holder = permits_of(harness, &name).await;
+    let operator = permits_of(harness, &name).await;
+    assert!(holder.try_set_permits(2).await.expect("set"));
     let options = LockOptions::new().watchdog_lease(Duration::from_millis(600));
-    let permit = holder.acquire_with(&name, &options).await.expect("acquire");
-    assert!(operator.permits().force_unlock(&name).await.expect("force"));
+    let permit = holder.acquire_with(&options).await.expect("acquire");
+    assert!(operator.locker().force_unlock(&name).await.expect("force"));
     let loss = timeout(Duration::from_secs(3), permit.lost())
         .await
         .expect("lost at the next renewal");
     assert_eq!(loss, LeaseLoss::NotOurs);
-    assert_eq!(
-        operator.state(&name).await.expect("state").available,
-        Some(2)
-    );
+    assert_eq!(operator.state().await.expect("state").available, Some(2));
     assert!(!permit.release().await.expect("release").was_held());
-    assert_eq!(
-        operator.state(&name).await.expect("state").available,
-        Some(2)
-    );
+    assert_eq!(operator.state().await.expect("state").available, Some(2));
 }
 
 /// An acquire dropped while it waits takes nothing.
@@ -238,15 +218,15 @@ where
     H::Backend: LeasedSemaphoreBackend,
 {
     let name = fresh_name("permits-cancel");
-    let holder = permits_of(harness).await;
-    let waiting = permits_of(harness).await;
-    assert!(holder.try_set_permits(&name, 1).await.expect("set"));
-    let permit = holder.acquire(&name).await.expect("acquire");
-    let dropped = timeout(Duration::from_millis(300), waiting.acquire(&name)).await;
+    let holder = permits_of(harness, &name).await;
+    let waiting = permits_of(harness, &name).await;
+    assert!(holder.try_set_permits(1).await.expect("set"));
+    let permit = holder.acquire().await.expect("acquire");
+    let dropped = timeout(Duration::from_millis(300), waiting.acquire()).await;
     assert!(dropped.is_err(), "nothing to take");
     assert!(permit.release().await.expect("release").was_held());
     sleep(Duration::from_millis(100)).await;
-    let state = holder.state(&name).await.expect("state");
+    let state = holder.state().await.expect("state");
     assert_eq!((state.available, state.held()), (Some(1), 0));
 }
 
@@ -255,31 +235,24 @@ pub async fn permits_bad_input_is_rejected<H: Harness>(harness: &H)
 where
     H::Backend: LeasedSemaphoreBackend,
 {
-    let permits = permits_of(harness).await;
+    let locker = Locker::new(harness.client().await);
     let too_long = "x".repeat(lock_core::options::MAX_NAME_LEN + 1);
     for bad in ["", too_long.as_str()] {
         assert!(matches!(
-            permits.try_set_permits(bad, 1).await,
-            Err(Error::InvalidName { .. })
-        ));
-        assert!(matches!(
-            permits.acquire(bad).await,
-            Err(Error::InvalidName { .. })
-        ));
-        assert!(matches!(
-            permits.state(bad).await,
+            locker.permits(bad),
             Err(Error::InvalidName { .. })
         ));
     }
     let name = fresh_name("permits-bad");
+    let permits = locker.permits(&name).expect("a valid name");
     let result = permits
-        .acquire_with(&name, &LockOptions::new().fixed_lease(Duration::ZERO))
+        .acquire_with(&LockOptions::new().fixed_lease(Duration::ZERO))
         .await;
     assert!(
         matches!(result, Err(Error::InvalidOptions { .. })),
         "{result:?}"
     );
-    assert_eq!(permits.state(&name).await.expect("state").available, None);
+    assert_eq!(permits.state().await.expect("state").available, None);
 }
 
 /// Generates one `#[test]` per lease-bound permits conformance case for a harness expression

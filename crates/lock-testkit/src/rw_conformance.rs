@@ -1,5 +1,5 @@
 //! The read-write lock conformance suite: behaviour every [`ReadWriteBackend`] must show through
-//! [`RwLocker`], for any [`Harness`] whose backend implements it, as one test per case with
+//! [`ReadWriteLock`], for any [`Harness`] whose backend implements it, as one test per case with
 //! [`rw_conformance_tests!`](crate::rw_conformance_tests):
 //!
 //! ```
@@ -30,8 +30,8 @@
 use std::time::Duration;
 
 use lock_core::{
-    Error, LeaseLoss, LockGuard, LockOptions, Owner, ReadWriteBackend, ReleaseOutcome, RwLocker,
-    RwMode, RwState,
+    Error, LeaseLoss, LockBackend, LockGuard, LockOptions, Locker, Owner, ReadWriteBackend,
+    ReadWriteLock, ReleaseOutcome, RwMode, RwState,
 };
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, timeout};
@@ -85,12 +85,17 @@ where
     }
 }
 
-/// A read-write locker over a new client of the store.
-async fn rw_client<H: Harness>(harness: &H) -> RwLocker<H::Backend>
+/// A locker over a new client of the store.
+async fn rw_client<H: Harness>(harness: &H) -> Locker<H::Backend>
 where
     H::Backend: ReadWriteBackend,
 {
-    RwLocker::new(harness.client().await)
+    Locker::new(harness.client().await)
+}
+
+/// The read-write lock `name` of `client`.
+fn rw<B: ReadWriteBackend + LockBackend>(client: &Locker<B>, name: &str) -> ReadWriteLock<B> {
+    client.read_write(name).expect("a valid name")
 }
 
 fn long() -> LockOptions {
@@ -120,31 +125,34 @@ async fn promptly<T>(task: JoinHandle<(Instant, T)>, since: Instant, what: &str)
 }
 
 /// A task taking the read lock `name` on `locks` (as its own owner), returning when it got it.
-fn spawn_reader<B: ReadWriteBackend>(
-    locks: &RwLocker<B>,
+fn spawn_reader<B: ReadWriteBackend + LockBackend>(
+    locks: &Locker<B>,
     name: &str,
 ) -> JoinHandle<(Instant, LockGuard<B::Read>)> {
     let (locks, name) = (locks.clone(), name.to_owned());
     tokio::spawn(async move {
-        let guard = locks.read_with(&name, &long()).await.expect("read");
+        let guard = rw(&locks, &name).read_with(&long()).await.expect("read");
         (Instant::now(), guard)
     })
 }
 
 /// A task taking the write lock `name` on `locks` (as its own owner), returning when it got it.
-fn spawn_writer<B: ReadWriteBackend>(
-    locks: &RwLocker<B>,
+fn spawn_writer<B: ReadWriteBackend + LockBackend>(
+    locks: &Locker<B>,
     name: &str,
 ) -> JoinHandle<(Instant, LockGuard<B::Write>)> {
     let (locks, name) = (locks.clone(), name.to_owned());
     tokio::spawn(async move {
-        let guard = locks.write_with(&name, &long()).await.expect("write");
+        let guard = rw(&locks, &name).write_with(&long()).await.expect("write");
         (Instant::now(), guard)
     })
 }
 
-async fn assert_free<B: ReadWriteBackend>(locks: &RwLocker<B>, name: &str) {
-    assert_eq!(locks.state(name).await.expect("state"), RwState::default());
+async fn assert_free<B: ReadWriteBackend + LockBackend>(locks: &Locker<B>, name: &str) {
+    assert_eq!(
+        rw(locks, name).state().await.expect("state"),
+        RwState::default()
+    );
 }
 
 /// Readers share the lock: two clients and two owners of one client read at once, `state`
@@ -158,13 +166,17 @@ where
     let b = rw_client(harness).await;
     let w = rw_client(harness).await;
     let name = fresh_name("rw-share");
-    let first = a.read_with(&name, &long()).await.expect("read");
-    let second = b.try_read(&name).await.expect("try_read").expect("shared");
-    let third = a
-        .read_with(&name, &long().owner(Owner::new()).no_wait())
+    let first = rw(&a, &name).read_with(&long()).await.expect("read");
+    let second = rw(&b, &name)
+        .try_read()
+        .await
+        .expect("try_read")
+        .expect("shared");
+    let third = rw(&a, &name)
+        .read_with(&long().owner(Owner::new()).no_wait())
         .await
         .expect("another owner of the same client reads too");
-    let state = a.state(&name).await.expect("state");
+    let state = rw(&a, &name).state().await.expect("state");
     assert_eq!(state.mode, Some(RwMode::Read));
     assert_eq!(state.readers, one_hold_each(&[&first, &second, &third]));
     assert_eq!(state.writer, None);
@@ -173,10 +185,21 @@ where
         "{state:?}"
     );
     assert_eq!(
-        b.reads().state(&name).await.expect("state").holders,
+        rw(&b, &name)
+            .reads()
+            .state(&name)
+            .await
+            .expect("state")
+            .holders,
         state.readers
     );
-    assert!(w.try_write(&name).await.expect("try_write").is_none());
+    assert!(
+        rw(&w, &name)
+            .try_write()
+            .await
+            .expect("try_write")
+            .is_none()
+    );
     let writer = spawn_writer(&w, &name);
     sleep(Duration::from_millis(200)).await;
     assert_eq!(
@@ -189,7 +212,7 @@ where
     );
     sleep(Duration::from_millis(200)).await;
     assert!(!writer.is_finished(), "a reader still holds the lock");
-    let state = w.state(&name).await.expect("state");
+    let state = rw(&w, &name).state().await.expect("state");
     assert_eq!(state.mode, Some(RwMode::Read));
     assert_eq!(state.readers, one_hold_each(&[&third]));
     let last_left = Instant::now();
@@ -198,7 +221,7 @@ where
         ReleaseOutcome::Released
     );
     let writing = promptly(writer, last_left, "the writer after the last reader").await;
-    let state = a.state(&name).await.expect("state");
+    let state = rw(&a, &name).state().await.expect("state");
     assert_eq!(state.mode, Some(RwMode::Write));
     assert_eq!(state.writer, Some((writing.owner_field().to_owned(), 1)));
     assert!(state.readers.is_empty());
@@ -219,19 +242,31 @@ where
     let other = rw_client(harness).await;
     let readers = rw_client(harness).await;
     let name = fresh_name("rw-writer");
-    let writing = w.write_with(&name, &long()).await.expect("write");
-    assert!(other.try_read(&name).await.expect("try_read").is_none());
-    assert!(other.try_write(&name).await.expect("try_write").is_none());
+    let writing = rw(&w, &name).write_with(&long()).await.expect("write");
+    assert!(
+        rw(&other, &name)
+            .try_read()
+            .await
+            .expect("try_read")
+            .is_none()
+    );
+    assert!(
+        rw(&other, &name)
+            .try_write()
+            .await
+            .expect("try_write")
+            .is_none()
+    );
     let another_owner = LockOptions::new().no_wait().owner(Owner::new());
     assert!(matches!(
-        w.read_with(&name, &another_owner).await,
+        rw(&w, &name).read_with(&another_owner).await,
         Err(Error::NotAcquired { .. })
     ));
     assert!(matches!(
-        w.write_with(&name, &another_owner).await,
+        rw(&w, &name).write_with(&another_owner).await,
         Err(Error::NotAcquired { .. })
     ));
-    let state = other.state(&name).await.expect("state");
+    let state = rw(&other, &name).state().await.expect("state");
     assert_eq!(state.mode, Some(RwMode::Write));
     assert_eq!(state.writer, Some((writing.owner_field().to_owned(), 1)));
     assert!(state.readers.is_empty());
@@ -248,7 +283,7 @@ where
     for task in waiting {
         guards.push(promptly(task, released_at, "a reader after the writer").await);
     }
-    let state = other.state(&name).await.expect("state");
+    let state = rw(&other, &name).state().await.expect("state");
     assert_eq!(state.mode, Some(RwMode::Read));
     assert_eq!(
         state.readers,
@@ -273,17 +308,24 @@ where
     let b = rw_client(harness).await;
     let name = fresh_name("rw-reentrant");
     let reads = [
-        a.read_with(&name, &long()).await.expect("read"),
-        a.read_with(&name, &long()).await.expect("re-enter"),
-        a.try_read(&name).await.expect("try").expect("re-enter"),
+        rw(&a, &name).read_with(&long()).await.expect("read"),
+        rw(&a, &name).read_with(&long()).await.expect("re-enter"),
+        rw(&a, &name)
+            .try_read()
+            .await
+            .expect("try")
+            .expect("re-enter"),
     ];
     let counts: Vec<u32> = reads.iter().map(LockGuard::hold_count).collect();
     assert_eq!(counts, [1, 2, 3]);
     let field = reads[0].owner_field().to_owned();
-    let theirs = b.read_with(&name, &long()).await.expect("read");
+    let theirs = rw(&b, &name).read_with(&long()).await.expect("read");
     let mut expected = vec![(field.clone(), 3), (theirs.owner_field().to_owned(), 1)];
     expected.sort();
-    assert_eq!(a.state(&name).await.expect("state").readers, expected);
+    assert_eq!(
+        rw(&a, &name).state().await.expect("state").readers,
+        expected
+    );
     let [first, second, third] = reads;
     assert_eq!(
         third.release().await.expect("release"),
@@ -295,14 +337,17 @@ where
     );
     let mut expected = vec![(field.clone(), 1), (theirs.owner_field().to_owned(), 1)];
     expected.sort();
-    assert_eq!(a.state(&name).await.expect("state").readers, expected);
+    assert_eq!(
+        rw(&a, &name).state().await.expect("state").readers,
+        expected
+    );
     assert_eq!(
         first.release().await.expect("release"),
         ReleaseOutcome::Released,
         "this owner holds no read hold any more"
     );
     assert_eq!(
-        a.state(&name).await.expect("state").readers,
+        rw(&a, &name).state().await.expect("state").readers,
         one_hold_each(&[&theirs])
     );
     assert_eq!(
@@ -313,12 +358,12 @@ where
 
     // Nested read holds given back out of order: the hold left keeps the longer lease.
     let short = Duration::from_millis(300);
-    let outer = a
-        .read_with(&name, &LockOptions::new().fixed_lease(short))
+    let outer = rw(&a, &name)
+        .read_with(&LockOptions::new().fixed_lease(short))
         .await
         .expect("read");
-    let inner = a.read_with(&name, &long()).await.expect("re-enter");
-    let theirs = b.read_with(&name, &long()).await.expect("read");
+    let inner = rw(&a, &name).read_with(&long()).await.expect("re-enter");
+    let theirs = rw(&b, &name).read_with(&long()).await.expect("read");
     assert_eq!(
         outer.release().await.expect("release"),
         ReleaseOutcome::StillHeld { hold_count: 1 }
@@ -329,7 +374,7 @@ where
         ReleaseOutcome::Released
     );
     assert!(
-        b.try_write(&name).await.expect("try").is_none(),
+        rw(&b, &name).try_write().await.expect("try").is_none(),
         "the inner hold's long lease still runs"
     );
     assert_eq!(
@@ -339,15 +384,19 @@ where
     assert_free(&a, &name).await;
 
     let writes = [
-        a.write_with(&name, &long()).await.expect("write"),
-        a.write_with(&name, &long()).await.expect("re-enter"),
-        a.try_write(&name).await.expect("try").expect("re-enter"),
+        rw(&a, &name).write_with(&long()).await.expect("write"),
+        rw(&a, &name).write_with(&long()).await.expect("re-enter"),
+        rw(&a, &name)
+            .try_write()
+            .await
+            .expect("try")
+            .expect("re-enter"),
     ];
     let counts: Vec<u32> = writes.iter().map(LockGuard::hold_count).collect();
     assert_eq!(counts, [1, 2, 3]);
-    let state = a.state(&name).await.expect("state");
+    let state = rw(&a, &name).state().await.expect("state");
     assert_eq!(state.writer, Some((field.clone(), 3)));
-    assert!(b.try_read(&name).await.expect("try").is_none());
+    assert!(rw(&b, &name).try_read().await.expect("try").is_none());
     let [first, second, third] = writes;
     assert_eq!(
         third.release().await.expect("release"),
@@ -358,10 +407,10 @@ where
         ReleaseOutcome::StillHeld { hold_count: 1 }
     );
     assert_eq!(
-        a.state(&name).await.expect("state").writer,
+        rw(&a, &name).state().await.expect("state").writer,
         Some((field, 1))
     );
-    assert!(b.try_write(&name).await.expect("try").is_none());
+    assert!(rw(&b, &name).try_write().await.expect("try").is_none());
     assert_eq!(
         first.release().await.expect("release"),
         ReleaseOutcome::Released
@@ -380,21 +429,27 @@ where
     let b = rw_client(harness).await;
     let c = rw_client(harness).await;
     let name = fresh_name("rw-downgrade");
-    let writing = a.write_with(&name, &long()).await.expect("write");
-    let reading = a
-        .try_read(&name)
+    let writing = rw(&a, &name).write_with(&long()).await.expect("write");
+    let reading = rw(&a, &name)
+        .try_read()
         .await
         .expect("try_read")
         .expect("the writer may read");
     assert_eq!(reading.hold_count(), 1);
     let field = writing.owner_field().to_owned();
-    let state = a.state(&name).await.expect("state");
+    let state = rw(&a, &name).state().await.expect("state");
     assert_eq!(state.mode, Some(RwMode::Write), "the write hold lasts");
     assert_eq!(state.writer, Some((field.clone(), 1)));
     assert_eq!(state.readers, vec![(field.clone(), 1)]);
-    assert!(b.try_read(&name).await.expect("try_read").is_none());
+    assert!(rw(&b, &name).try_read().await.expect("try_read").is_none());
     let reader = spawn_reader(&b, &name);
-    assert!(c.try_write(&name).await.expect("try_write").is_none());
+    assert!(
+        rw(&c, &name)
+            .try_write()
+            .await
+            .expect("try_write")
+            .is_none()
+    );
     sleep(Duration::from_millis(200)).await;
     assert!(
         !reader.is_finished(),
@@ -406,7 +461,7 @@ where
         ReleaseOutcome::Released
     );
     let theirs = promptly(reader, released_at, "a reader after the downgrade").await;
-    let state = a.state(&name).await.expect("state");
+    let state = rw(&a, &name).state().await.expect("state");
     assert_eq!(state.mode, Some(RwMode::Read));
     assert_eq!(state.writer, None);
     assert_eq!(state.readers, one_hold_each(&[&reading, &theirs]));
@@ -419,7 +474,7 @@ where
     sleep(Duration::from_millis(200)).await;
     assert!(!writer.is_finished(), "the downgraded reader still reads");
     assert_eq!(
-        c.state(&name).await.expect("state").readers,
+        rw(&c, &name).state().await.expect("state").readers,
         vec![(field, 1)]
     );
     let released_at = Instant::now();
@@ -441,7 +496,7 @@ where
 }
 
 /// An owner that reads and asks to write is refused with [`Error::UpgradeRefused`] at once
-/// (by the [`RwLocker`], and by the store through the write side's locker alone), and nothing
+/// (by the [`ReadWriteLock`], and by the store through the write side's locker alone), and nothing
 /// changes; a read guard dropped just before is not an upgrade: the write waits for its
 /// release and gets the lock.
 pub async fn rw_upgrade_refused<H: Harness>(harness: &H)
@@ -451,17 +506,21 @@ where
     let a = rw_client(harness).await;
     let b = rw_client(harness).await;
     let name = fresh_name("rw-upgrade");
-    let reading = a.read_with(&name, &long()).await.expect("read");
-    let theirs = b.read_with(&name, &long()).await.expect("read");
-    let before = a.state(&name).await.expect("state");
+    let reading = rw(&a, &name).read_with(&long()).await.expect("read");
+    let theirs = rw(&b, &name).read_with(&long()).await.expect("read");
+    let before = rw(&a, &name).state().await.expect("state");
     let waits = LockOptions::new().wait(PATIENCE);
     let started = Instant::now();
     for attempt in [
-        a.write(&name).await.map(drop),
-        a.try_write(&name).await.map(drop),
-        a.write_with(&name, &waits).await.map(drop),
+        rw(&a, &name).write().await.map(drop),
+        rw(&a, &name).try_write().await.map(drop),
+        rw(&a, &name).write_with(&waits).await.map(drop),
         // The store's own refusal: this locker has not seen the read hold.
-        a.writes().lock_with(&name, &waits).await.map(drop),
+        rw(&a, &name)
+            .writes()
+            .lock_with(&name, &waits)
+            .await
+            .map(drop),
     ] {
         assert!(
             matches!(&attempt, Err(Error::UpgradeRefused { name: refused }) if *refused == name),
@@ -470,7 +529,7 @@ where
     }
     let took = started.elapsed();
     assert!(took < Duration::from_secs(1), "refusals took {took:?}");
-    let after = a.state(&name).await.expect("state");
+    let after = rw(&a, &name).state().await.expect("state");
     assert_eq!(
         (before.mode, &before.readers, &before.writer),
         (after.mode, &after.readers, &after.writer),
@@ -487,9 +546,9 @@ where
     // Several rounds: the dropped guard's release runs in the background, and must never be
     // mistaken for a read still held.
     for _ in 0..20 {
-        let reading = a.read(&name).await.expect("read");
+        let reading = rw(&a, &name).read().await.expect("read");
         drop(reading);
-        let writing = timeout(PATIENCE, a.write(&name))
+        let writing = timeout(PATIENCE, rw(&a, &name).write())
             .await
             .expect("not waiting for itself")
             .expect("a dropped read guard is no upgrade");
@@ -512,14 +571,14 @@ where
     let b = rw_client(harness).await;
     let w = rw_client(harness).await;
     let lease = Duration::from_millis(400);
-    let crash = |locks: &RwLocker<H::Backend>, name: String| {
+    let crash = |locks: &Locker<H::Backend>, name: String| {
         let locks = locks.clone();
         async move {
             let options = LockOptions::new()
                 .fixed_lease(lease)
                 .owner(Owner::new())
                 .no_wait();
-            let guard = locks.read_with(&name, &options).await.expect("read");
+            let guard = rw(&locks, &name).read_with(&options).await.expect("read");
             std::mem::forget(guard);
             Instant::now()
         }
@@ -529,8 +588,8 @@ where
     // Alone: the writer gets in when the crashed reader's lease ends.
     let name = fresh_name("rw-crash-alone");
     let crashed_at = crash(&a, name.clone()).await;
-    assert!(w.try_write(&name).await.expect("try").is_none());
-    let writing = w.write_with(&name, &bound).await.expect("write");
+    assert!(rw(&w, &name).try_write().await.expect("try").is_none());
+    let writing = rw(&w, &name).write_with(&bound).await.expect("write");
     let waited = crashed_at.elapsed();
     assert!(
         waited >= lease - Duration::from_millis(100),
@@ -541,11 +600,11 @@ where
 
     // Among readers that leave after its lease: free as soon as the last of them leaves.
     let name = fresh_name("rw-crash-among");
-    let first = a.read_with(&name, &long()).await.expect("read");
+    let first = rw(&a, &name).read_with(&long()).await.expect("read");
     crash(&a, name.clone()).await;
-    let second = b.read_with(&name, &long()).await.expect("read");
+    let second = rw(&b, &name).read_with(&long()).await.expect("read");
     sleep(lease + Duration::from_millis(200)).await;
-    assert!(w.try_write(&name).await.expect("try").is_none());
+    assert!(rw(&w, &name).try_write().await.expect("try").is_none());
     let writer = spawn_writer(&w, &name);
     sleep(Duration::from_millis(100)).await;
     assert_eq!(
@@ -560,20 +619,20 @@ where
         ReleaseOutcome::Released
     );
     let writing = promptly(writer, last_left, "the writer after the last live reader").await;
-    let state = w.state(&name).await.expect("state");
+    let state = rw(&w, &name).state().await.expect("state");
     assert_eq!(state.mode, Some(RwMode::Write));
     assert!(state.readers.is_empty(), "{state:?}");
     assert!(writing.release().await.expect("release").was_held());
 
     // Among readers that leave before its lease ends: its lease still counts, and no longer.
     let name = fresh_name("rw-crash-outlives");
-    let other = b.read_with(&name, &long()).await.expect("read");
+    let other = rw(&b, &name).read_with(&long()).await.expect("read");
     let crashed_at = crash(&a, name.clone()).await;
     assert_eq!(
         other.release().await.expect("release"),
         ReleaseOutcome::Released
     );
-    let writing = w.write_with(&name, &bound).await.expect("write");
+    let writing = rw(&w, &name).write_with(&bound).await.expect("write");
     let waited = crashed_at.elapsed();
     assert!(
         waited >= lease - Duration::from_millis(100),
@@ -586,12 +645,12 @@ where
     // A downgraded reader that crashes: the write lease it had no longer keeps the lock.
     let name = fresh_name("rw-crash-downgraded");
     let owner = Owner::new();
-    let writing = a
-        .write_with(&name, &long().owner(owner))
+    let writing = rw(&a, &name)
+        .write_with(&long().owner(owner))
         .await
         .expect("write");
-    let reading = a
-        .read_with(&name, &LockOptions::new().fixed_lease(lease).owner(owner))
+    let reading = rw(&a, &name)
+        .read_with(&LockOptions::new().fixed_lease(lease).owner(owner))
         .await
         .expect("downgrade");
     let crashed_at = Instant::now();
@@ -600,7 +659,7 @@ where
         writing.release().await.expect("release"),
         ReleaseOutcome::Released
     );
-    let writing = w.write_with(&name, &bound).await.expect("write");
+    let writing = rw(&w, &name).write_with(&bound).await.expect("write");
     let waited = crashed_at.elapsed();
     assert!(
         waited >= lease - Duration::from_millis(100),
@@ -623,13 +682,16 @@ where
     let lease = Duration::from_millis(600);
     let renewed = LockOptions::new().watchdog_lease(lease);
     let name = fresh_name("rw-watchdog");
-    let first = a.read_with(&name, &renewed).await.expect("read");
-    let second = b.read_with(&name, &renewed).await.expect("read");
+    let first = rw(&a, &name).read_with(&renewed).await.expect("read");
+    let second = rw(&b, &name).read_with(&renewed).await.expect("read");
     assert!(first.is_watchdog());
     let first_deadline = first.valid_until();
     for _ in 0..4 {
         sleep(Duration::from_millis(500)).await;
-        assert!(w.try_write(&name).await.expect("try").is_none(), "read");
+        assert!(
+            rw(&w, &name).try_write().await.expect("try").is_none(),
+            "read"
+        );
     }
     assert!(!first.is_lost() && !second.is_lost());
     assert!(first.valid_until() > first_deadline, "renewed");
@@ -639,7 +701,7 @@ where
     );
     sleep(lease).await;
     assert!(
-        w.try_write(&name).await.expect("try").is_none(),
+        rw(&w, &name).try_write().await.expect("try").is_none(),
         "the remaining reader's own hold was renewed"
     );
     assert_eq!(
@@ -648,12 +710,18 @@ where
     );
     assert_free(&a, &name).await;
 
-    let writing = a.write_with(&name, &renewed).await.expect("write");
+    let writing = rw(&a, &name).write_with(&renewed).await.expect("write");
     let first_deadline = writing.valid_until();
     for _ in 0..4 {
         sleep(Duration::from_millis(500)).await;
-        assert!(b.try_read(&name).await.expect("try").is_none(), "written");
-        assert!(b.try_write(&name).await.expect("try").is_none(), "written");
+        assert!(
+            rw(&b, &name).try_read().await.expect("try").is_none(),
+            "written"
+        );
+        assert!(
+            rw(&b, &name).try_write().await.expect("try").is_none(),
+            "written"
+        );
     }
     assert!(!writing.is_lost());
     assert!(writing.valid_until() > first_deadline, "renewed");
@@ -683,16 +751,16 @@ where
     let mut firsts = Vec::new();
     let mut seconds = Vec::new();
     for (i, name) in names.iter().enumerate() {
-        firsts.push(a.read_with(name, &renewed).await.expect("read"));
+        firsts.push(rw(&a, name).read_with(&renewed).await.expect("read"));
         if i % 2 == 0 {
-            seconds.push(b.read_with(name, &renewed).await.expect("read"));
+            seconds.push(rw(&b, name).read_with(&renewed).await.expect("read"));
         }
     }
     sleep(lease * 5 / 2).await;
     for (name, guard) in names.iter().zip(&firsts) {
         assert!(!guard.is_lost(), "{name}: kept");
         assert!(
-            w.try_write(name).await.expect("try").is_none(),
+            rw(&w, name).try_write().await.expect("try").is_none(),
             "{name}: read"
         );
     }
@@ -706,7 +774,7 @@ where
     for (name, guard) in names.iter().zip(&firsts) {
         assert!(!guard.is_lost(), "{name}: kept");
         assert!(
-            w.try_write(name).await.expect("try").is_none(),
+            rw(&w, name).try_write().await.expect("try").is_none(),
             "{name}: the remaining reader's own hold was renewed"
         );
     }
@@ -736,14 +804,20 @@ where
     // the waiters' own re-check at the end of the holder's lease comes far later than a wake-up.
     let renewed = LockOptions::new().watchdog_lease(Duration::from_secs(3));
     let name = fresh_name("rw-force");
-    assert!(!admin.force_unlock(&name).await.expect("force"), "free");
+    assert!(
+        !rw(&admin, &name).force_unlock().await.expect("force"),
+        "free"
+    );
 
-    let first = a.read_with(&name, &renewed).await.expect("read");
-    let second = b.read_with(&name, &renewed).await.expect("read");
+    let first = rw(&a, &name).read_with(&renewed).await.expect("read");
+    let second = rw(&b, &name).read_with(&renewed).await.expect("read");
     let writer = spawn_writer(&w, &name);
     sleep(Duration::from_millis(200)).await;
     let forced_at = Instant::now();
-    assert!(admin.force_unlock(&name).await.expect("force"), "read");
+    assert!(
+        rw(&admin, &name).force_unlock().await.expect("force"),
+        "read"
+    );
     let writing = promptly(writer, forced_at, "a writer after a forced unlock").await;
     for reading in [&first, &second] {
         let loss = timeout(PATIENCE, reading.lost())
@@ -762,11 +836,14 @@ where
     // Several rounds: the readers woken by the forced unlock of a writer may get in at once,
     // and their new lock must not be deleted as well.
     for round in 0..ROUNDS {
-        let writing = a.write_with(&name, &renewed).await.expect("write");
+        let writing = rw(&a, &name).write_with(&renewed).await.expect("write");
         let waiting: Vec<_> = (0..3).map(|_| spawn_reader(&b, &name)).collect();
         sleep(Duration::from_millis(100)).await;
         let forced_at = Instant::now();
-        assert!(admin.force_unlock(&name).await.expect("force"), "written");
+        assert!(
+            rw(&admin, &name).force_unlock().await.expect("force"),
+            "written"
+        );
         let mut readers = Vec::new();
         for task in waiting {
             readers.push(promptly(task, forced_at, "a reader after a forced unlock").await);
@@ -789,7 +866,10 @@ where
             );
         }
     }
-    assert!(!admin.force_unlock(&name).await.expect("force"), "free");
+    assert!(
+        !rw(&admin, &name).force_unlock().await.expect("force"),
+        "free"
+    );
     assert_free(&a, &name).await;
 }
 
@@ -804,9 +884,9 @@ where
     let name = fresh_name("rw-fencing");
     let fenced = LockOptions::new().fenced().fixed_lease(LONG_LEASE);
     let mut tokens = Vec::new();
-    let first = a.read_with(&name, &fenced).await.expect("read");
-    let second = b.read_with(&name, &fenced).await.expect("read");
-    let again = a.read_with(&name, &fenced).await.expect("re-enter");
+    let first = rw(&a, &name).read_with(&fenced).await.expect("read");
+    let second = rw(&b, &name).read_with(&fenced).await.expect("read");
+    let again = rw(&a, &name).read_with(&fenced).await.expect("re-enter");
     tokens.extend([
         first.fencing_token(),
         second.fencing_token(),
@@ -815,18 +895,18 @@ where
     for guard in [first, second, again] {
         assert!(guard.release().await.expect("release").was_held());
     }
-    let writing = a.write_with(&name, &fenced).await.expect("write");
-    let downgrade = a.read_with(&name, &fenced).await.expect("downgrade");
+    let writing = rw(&a, &name).write_with(&fenced).await.expect("write");
+    let downgrade = rw(&a, &name).read_with(&fenced).await.expect("downgrade");
     tokens.extend([writing.fencing_token(), downgrade.fencing_token()]);
     assert!(writing.release().await.expect("release").was_held());
     assert!(downgrade.release().await.expect("release").was_held());
     for (locks, read) in [(&b, false), (&b, true), (&a, false)] {
         if read {
-            let guard = locks.read_with(&name, &fenced).await.expect("read");
+            let guard = rw(locks, &name).read_with(&fenced).await.expect("read");
             tokens.push(guard.fencing_token());
             assert!(guard.release().await.expect("release").was_held());
         } else {
-            let guard = locks.write_with(&name, &fenced).await.expect("write");
+            let guard = rw(locks, &name).write_with(&fenced).await.expect("write");
             tokens.push(guard.fencing_token());
             assert!(guard.release().await.expect("release").was_held());
         }
@@ -836,7 +916,7 @@ where
         "tokens must grow: {tokens:?}"
     );
     // Plain grants of the same name still work alongside the counter.
-    let plain = a.read(&name).await.expect("read");
+    let plain = rw(&a, &name).read().await.expect("read");
     assert!(plain.release().await.expect("release").was_held());
     assert_free(&a, &name).await;
 }
@@ -849,23 +929,12 @@ where
 {
     let locks = rw_client(harness).await;
     let too_long = "x".repeat(lock_core::options::MAX_NAME_LEN + 1);
-    let fine = LockOptions::new();
     for bad in ["", too_long.as_str()] {
-        for result in [
-            locks.read(bad).await.map(drop),
-            locks.try_read(bad).await.map(drop),
-            locks.read_with(bad, &fine).await.map(drop),
-            locks.write(bad).await.map(drop),
-            locks.try_write(bad).await.map(drop),
-            locks.write_with(bad, &fine).await.map(drop),
-            locks.state(bad).await.map(drop),
-            locks.force_unlock(bad).await.map(drop),
-        ] {
-            assert!(
-                matches!(result, Err(Error::InvalidName { .. })),
-                "{bad:?} gave {result:?}"
-            );
-        }
+        let result = locks.read_write(bad).map(drop);
+        assert!(
+            matches!(result, Err(Error::InvalidName { .. })),
+            "{bad:?} gave {result:?}"
+        );
     }
     let name = fresh_name("rw-bad-input");
     let bad_options = [
@@ -877,8 +946,8 @@ where
     ];
     for options in &bad_options {
         for result in [
-            locks.read_with(&name, options).await.map(drop),
-            locks.write_with(&name, options).await.map(drop),
+            rw(&locks, &name).read_with(options).await.map(drop),
+            rw(&locks, &name).write_with(options).await.map(drop),
         ] {
             assert!(
                 matches!(result, Err(Error::InvalidOptions { .. })),
@@ -887,9 +956,9 @@ where
         }
     }
     assert_free(&locks, &name).await;
-    let reading = locks.read(&name).await.expect("read");
+    let reading = rw(&locks, &name).read().await.expect("read");
     for options in &bad_options {
-        let result = locks.write_with(&name, options).await;
+        let result = rw(&locks, &name).write_with(options).await;
         assert!(
             matches!(result, Err(Error::InvalidOptions { .. })),
             "{options:?} gave {result:?}"
@@ -912,8 +981,8 @@ where
     let b = rw_client(harness).await;
     let c = rw_client(harness).await;
     let name = fresh_name("rw-cancel-write");
-    let reading = a.read_with(&name, &long()).await.expect("read");
-    let cancelled = timeout(Duration::from_millis(300), b.write(&name)).await;
+    let reading = rw(&a, &name).read_with(&long()).await.expect("read");
+    let cancelled = timeout(Duration::from_millis(300), rw(&b, &name).write()).await;
     assert!(cancelled.is_err(), "a reader holds: write() was waiting");
     let writer = spawn_writer(&c, &name);
     sleep(Duration::from_millis(200)).await;
@@ -923,20 +992,20 @@ where
         ReleaseOutcome::Released
     );
     let writing = promptly(writer, released_at, "the other writer").await;
-    let state = a.state(&name).await.expect("state");
+    let state = rw(&a, &name).state().await.expect("state");
     assert_eq!(state.writer, Some((writing.owner_field().to_owned(), 1)));
     assert!(state.readers.is_empty(), "{state:?}");
     assert!(writing.release().await.expect("release").was_held());
     assert_free(&a, &name).await;
-    let again = timeout(Duration::from_secs(2), b.write(&name))
+    let again = timeout(Duration::from_secs(2), rw(&b, &name).write())
         .await
         .expect("a free lock is taken at once")
         .expect("write");
     assert!(again.release().await.expect("release").was_held());
 
     let name = fresh_name("rw-cancel-read");
-    let writing = a.write_with(&name, &long()).await.expect("write");
-    let cancelled = timeout(Duration::from_millis(300), b.read(&name)).await;
+    let writing = rw(&a, &name).write_with(&long()).await.expect("write");
+    let cancelled = timeout(Duration::from_millis(300), rw(&b, &name).read()).await;
     assert!(cancelled.is_err(), "a writer holds: read() was waiting");
     let reader = spawn_reader(&c, &name);
     sleep(Duration::from_millis(200)).await;
@@ -946,11 +1015,11 @@ where
         ReleaseOutcome::Released
     );
     let reading = promptly(reader, released_at, "the other reader").await;
-    let state = a.state(&name).await.expect("state");
+    let state = rw(&a, &name).state().await.expect("state");
     assert_eq!(state.readers, one_hold_each(&[&reading]));
     assert!(reading.release().await.expect("release").was_held());
     assert_free(&a, &name).await;
-    let again = timeout(Duration::from_secs(2), b.read(&name))
+    let again = timeout(Duration::from_secs(2), rw(&b, &name).read())
         .await
         .expect("a free lock is taken at once")
         .expect("read");
@@ -967,10 +1036,13 @@ where
     let name = fresh_name("rw-write-lease");
     let writer = rw_client(harness).await;
     let other = rw_client(harness).await;
-    let writing = writer.write_with(&name, &long()).await.expect("write");
+    let writing = rw(&writer, &name).write_with(&long()).await.expect("write");
     let short = LockOptions::new().fixed_lease(Duration::from_millis(600));
-    let first = writer.read_with(&name, &short).await.expect("read");
-    let second = writer.read_with(&name, &short).await.expect("read again");
+    let first = rw(&writer, &name).read_with(&short).await.expect("read");
+    let second = rw(&writer, &name)
+        .read_with(&short)
+        .await
+        .expect("read again");
     assert_eq!(
         second.release().await.expect("release"),
         ReleaseOutcome::StillHeld { hold_count: 1 }
@@ -979,11 +1051,11 @@ where
     sleep(Duration::from_millis(1500)).await;
     assert!(!writing.is_lost());
     assert!(
-        other.try_write(&name).await.expect("try").is_none(),
+        rw(&other, &name).try_write().await.expect("try").is_none(),
         "another writer got in while the first one's write hold lasts"
     );
     assert_eq!(
-        other.state(&name).await.expect("state").mode,
+        rw(&other, &name).state().await.expect("state").mode,
         Some(RwMode::Write)
     );
     // Its lease has run out; whether the store still counts it is not what this case checks.
@@ -991,7 +1063,7 @@ where
     assert!(writing.release().await.expect("release").was_held());
 }
 
-/// With writers preferred ([`RwLocker::writer_preferring`]), a writer gets the lock under a
+/// With writers preferred ([`ReadWriteLock::prefer_writers`]), a writer gets the lock under a
 /// steady stream of overlapping readers (which, without it, can keep a writer out for good);
 /// readers held back come in again once the writer is done, or gives up.
 pub async fn rw_writer_preferring_is_not_starved<H: Harness>(harness: &H)
@@ -1000,7 +1072,8 @@ where
 {
     let name = fresh_name("rw-prefer");
     let readers = rw_client(harness).await;
-    let writers = RwLocker::writer_preferring(harness.client().await);
+    let writers = rw_client(harness).await;
+    let preferred = rw(&writers, &name).prefer_writers();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reads = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut stream = Vec::new();
@@ -1010,7 +1083,7 @@ where
         stream.push(tokio::spawn(async move {
             let options = LockOptions::new().owner(lock_core::Owner::new());
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let guard = readers.read_with(&name, &options).await.expect("read");
+                let guard = rw(&readers, &name).read_with(&options).await.expect("read");
                 reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 sleep(Duration::from_millis(40)).await;
                 assert!(guard.release().await.expect("release").was_held());
@@ -1020,7 +1093,7 @@ where
     // The stream is under way: the readers overlap, so the lock is never free on its own.
     sleep(Duration::from_millis(300)).await;
     let asked_at = Instant::now();
-    let writing = timeout(Duration::from_secs(3), writers.write(&name))
+    let writing = timeout(Duration::from_secs(3), preferred.write())
         .await
         .expect("the preferred writer gets in while the readers keep coming")
         .expect("write");
@@ -1029,7 +1102,7 @@ where
         waited < Duration::from_secs(2),
         "the writer waited {waited:?}"
     );
-    let state = readers.state(&name).await.expect("state");
+    let state = rw(&readers, &name).state().await.expect("state");
     assert_eq!(state.mode, Some(RwMode::Write));
     assert!(state.readers.is_empty(), "{state:?}");
     let before = reads.load(std::sync::atomic::Ordering::Relaxed);
@@ -1040,8 +1113,8 @@ where
         "readers come back after the writer"
     );
     // A preferred writer that gives up lets the readers in again at once.
-    let gave_up = writers
-        .write_with(&name, &LockOptions::new().wait(Duration::from_millis(30)))
+    let gave_up = preferred
+        .write_with(&LockOptions::new().wait(Duration::from_millis(30)))
         .await;
     if let Ok(guard) = gave_up {
         assert!(guard.release().await.expect("release").was_held());
@@ -1059,7 +1132,13 @@ where
             .expect("the readers finish")
             .expect("task");
     }
-    assert!(!readers.state(&name).await.expect("state").is_locked());
+    assert!(
+        !rw(&readers, &name)
+            .state()
+            .await
+            .expect("state")
+            .is_locked()
+    );
 }
 
 /// Generates one `#[test]` per read-write lock conformance case for a harness expression whose

@@ -36,7 +36,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lock_core::{
-    Error, LockBackend, LockGuard, LockOptions, Locker, ReadWriteBackend, ReleaseOutcome, RwLocker,
+    Error, LockBackend, LockGuard, LockOptions, Locker, ReadWriteBackend, ReadWriteLock,
+    ReleaseOutcome,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -663,10 +664,10 @@ pub async fn run_usage<B: LockBackend>(
 /// # Panics
 ///
 /// When a task panics.
-pub async fn run_usage_rw<B: ReadWriteBackend>(
+pub async fn run_usage_rw<B: ReadWriteBackend + LockBackend>(
     plan: &UsagePlan,
     name: &str,
-    clients: &[RwLocker<B>],
+    clients: &[ReadWriteLock<B>],
     faults: Option<&FaultLoop>,
 ) -> UsageReport {
     let shared = Shared::new(plan, name);

@@ -1,5 +1,5 @@
-//! [`PermitLocker`]: lease-bound semaphore permits for users, a [`Locker`] over the permit
-//! side of a [`LeasedSemaphoreBackend`] plus the count's operations.
+//! [`Permits`]: a handle on one semaphore whose permits are leased like locks (Redisson's
+//! `RPermitExpirableSemaphore`), from [`Locker::permits`].
 
 use std::sync::Arc;
 
@@ -11,8 +11,8 @@ use crate::locker::Locker;
 use crate::options::LockOptions;
 use crate::owner::Owner;
 
-/// Semaphores whose permits are held like locks (Redisson's `RPermitExpirableSemaphore` on
-/// Redis): each permit is a [`LockGuard`], renewed by the watchdog while it lives, given back on
+/// A semaphore whose permits are held like locks (Redisson's `RPermitExpirableSemaphore`), made
+/// by [`Locker::permits`] with its name bound: each permit is a [`LockGuard`], renewed by the watchdog while it lives, given back on
 /// [`LockGuard::release`] or drop, and **given back by the store when its lease ends**, so a
 /// holder that crashes or hangs never leaks capacity for longer than one lease.
 ///
@@ -27,18 +27,19 @@ use crate::owner::Owner;
 /// in its guards' [`LockGuard::hold_count`]; a release then gives back the one whose lease ends
 /// first.
 ///
-/// Cheap to clone.
+/// Cheap to clone; every handle from one locker (and its clones) shares one watchdog.
 ///
 /// # Example
 ///
 /// ```
-/// use lock_core::{MemoryBackend, PermitLocker};
+/// use lock_core::{Locker, MemoryBackend};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> lock_core::Result<()> {
-/// let permits = PermitLocker::new(MemoryBackend::new());
-/// permits.try_set_permits("encoders", 4).await?; // only the first client sets it
-/// let encoder = permits.acquire("encoders").await?;
+/// let locker = Locker::new(MemoryBackend::new());
+/// let encoders = locker.permits("encoders")?;
+/// encoders.try_set_permits(4).await?; // only the first client sets it
+/// let encoder = encoders.acquire().await?;
 /// tokio::select! {
 ///     () = async { /* ... encode, with at most 3 others ... */ } => {}
 ///     loss = encoder.lost() => eprintln!("permit lost: {loss:?}"),
@@ -47,48 +48,80 @@ use crate::owner::Owner;
 /// # Ok(())
 /// # }
 /// ```
-pub struct PermitLocker<B: LeasedSemaphoreBackend> {
+pub struct Permits<B: LeasedSemaphoreBackend> {
     backend: Arc<B>,
     permits: Locker<B::Permits>,
+    name: Arc<str>,
 }
 
-impl<B: LeasedSemaphoreBackend> Clone for PermitLocker<B> {
+impl<B: LeasedSemaphoreBackend> Clone for Permits<B> {
     fn clone(&self) -> Self {
-        PermitLocker {
+        Permits {
             backend: self.backend.clone(),
             permits: self.permits.clone(),
+            name: self.name.clone(),
         }
     }
 }
 
-impl<B: LeasedSemaphoreBackend> std::fmt::Debug for PermitLocker<B> {
+impl<B: LeasedSemaphoreBackend> std::fmt::Debug for Permits<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PermitLocker")
-            .field("permits", &self.permits)
+        f.debug_struct("Permits")
+            .field("name", &self.name)
             .finish_non_exhaustive()
     }
 }
 
-impl<B: LeasedSemaphoreBackend> PermitLocker<B> {
-    /// Lease-bound permits over `backend`.
-    #[must_use]
-    pub fn new(backend: B) -> Self {
-        let permits = Locker::new(backend.permit_side());
-        PermitLocker {
-            backend: Arc::new(backend),
+impl<B: LeasedSemaphoreBackend> Locker<B> {
+    /// A handle on the semaphore `name` whose permits are leased like locks (Redisson's
+    /// `getPermitExpirableSemaphore`; see [`Permits`]). Nothing is sent until the handle is
+    /// used.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidName`] for a name the backend refuses, before any I/O.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> lock_core::Result<()> {
+    /// let locker = lock_core::Locker::new(lock_core::MemoryBackend::new());
+    /// let gpus = locker.permits("gpus")?;
+    /// gpus.try_set_permits(2).await?;
+    /// let gpu = gpus.acquire().await?;
+    /// gpu.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn permits(&self, name: &str) -> Result<Permits<B>> {
+        self.backend().check_name(name)?;
+        let backend = self.shared_backend().clone();
+        let permits = self.family(|| Locker::new(backend.permit_side()));
+        Ok(Permits {
+            backend: self.shared_backend().clone(),
             permits,
-        }
+            name: name.into(),
+        })
+    }
+}
+
+impl<B: LeasedSemaphoreBackend> Permits<B> {
+    /// The semaphore's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The permit side's locker, for everything [`Locker`] offers on permits
-    /// ([`Locker::lock_with`] with a lease or a wait, [`Locker::with_lock`], [`Locker::state`]
-    /// for the holders, [`Locker::force_unlock`] to give back every permit).
+    /// ([`Locker::with_lock`], [`Locker::state`] for the holders, [`Locker::force_unlock`] to
+    /// give back every permit).
     #[must_use]
-    pub fn permits(&self) -> &Locker<B::Permits> {
+    pub fn locker(&self) -> &Locker<B::Permits> {
         &self.permits
     }
 
-    /// Takes one permit of `name`, waiting as long as it takes, with a watchdog lease (30 s,
+    /// Takes one permit, waiting as long as it takes, with a watchdog lease (30 s,
     /// renewed every 10 s while the guard lives).
     ///
     /// # Errors
@@ -99,8 +132,8 @@ impl<B: LeasedSemaphoreBackend> PermitLocker<B> {
     ///
     /// As [`Locker::lock`]: a permit an acquire in flight may have taken is given back in the
     /// background (or ends with its lease).
-    pub async fn acquire(&self, name: &str) -> Result<LockGuard<B::Permits>> {
-        self.acquire_with(name, &LockOptions::new()).await
+    pub async fn acquire(&self) -> Result<LockGuard<B::Permits>> {
+        self.acquire_with(&LockOptions::new()).await
     }
 
     /// One attempt at a permit: `Ok(None)` when none is available.
@@ -111,9 +144,9 @@ impl<B: LeasedSemaphoreBackend> PermitLocker<B> {
     ///
     /// # Cancel safety
     ///
-    /// As [`PermitLocker::acquire`].
-    pub async fn try_acquire(&self, name: &str) -> Result<Option<LockGuard<B::Permits>>> {
-        match self.acquire_with(name, &LockOptions::new().no_wait()).await {
+    /// As [`Permits::acquire`].
+    pub async fn try_acquire(&self) -> Result<Option<LockGuard<B::Permits>>> {
+        match self.acquire_with(&LockOptions::new().no_wait()).await {
             Ok(permit) => Ok(Some(permit)),
             Err(crate::error::Error::NotAcquired { .. }) => Ok(None),
             Err(error) => Err(error),
@@ -129,64 +162,60 @@ impl<B: LeasedSemaphoreBackend> PermitLocker<B> {
     ///
     /// # Cancel safety
     ///
-    /// As [`PermitLocker::acquire`].
+    /// As [`Permits::acquire`].
     pub async fn acquire_with<F: Fencing>(
         &self,
-        name: &str,
         options: &LockOptions<F>,
     ) -> Result<LockGuard<B::Permits, F>> {
         // Each permit its own owner unless the caller names one: a guard then gives back, and
         // its watchdog renews, exactly its own permit.
         match options.explicit_owner() {
-            Some(_) => self.permits.lock_with(name, options).await,
+            Some(_) => self.permits.lock_with(&self.name, options).await,
             None => {
                 let options = options.clone().owner(Owner::new());
-                self.permits.lock_with(name, &options).await
+                self.permits.lock_with(&self.name, &options).await
             }
         }
     }
 
-    /// Creates the semaphore `name` with `permits`, unless it exists: whether it did.
+    /// Creates the semaphore with `permits`, unless it exists: whether it did.
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidName`] before any I/O; the store's errors (safe to retry).
+    /// The store's errors (safe to retry).
     ///
     /// # Cancel safety
     ///
     /// A dropped call may or may not have set the count.
-    pub async fn try_set_permits(&self, name: &str, permits: u32) -> Result<bool> {
-        self.backend.check_name(name)?;
-        self.backend.try_set_permits(name, permits).await
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        self.backend.try_set_permits(&self.name, permits).await
     }
 
-    /// Adds `delta` permits to `name` (negative: removes them; the count may go below zero
+    /// Adds `delta` permits (negative: removes them; the count may go below zero
     /// while permits are out); returns the new count.
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidName`] before any I/O; the store's errors (an ambiguous one may
+    /// The store's errors (an ambiguous one may
     /// have been applied).
     ///
     /// # Cancel safety
     ///
     /// Not cancel safe: a dropped call may have been applied.
-    pub async fn add_permits(&self, name: &str, delta: i64) -> Result<i64> {
-        self.backend.check_name(name)?;
-        self.backend.add_permits(name, delta).await
+    pub async fn add_permits(&self, delta: i64) -> Result<i64> {
+        self.backend.add_permits(&self.name, delta).await
     }
 
-    /// The semaphore `name`: available permits, holders, expired permits not yet given back.
+    /// The semaphore: available permits, holders, expired permits not yet given back.
     ///
     /// # Errors
     ///
-    /// [`crate::Error::InvalidName`] before any I/O; the store's errors.
+    /// The store's errors.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
-    pub async fn state(&self, name: &str) -> Result<LeasedState> {
-        self.backend.check_name(name)?;
-        self.backend.leased_state(name).await
+    pub async fn state(&self) -> Result<LeasedState> {
+        self.backend.leased_state(&self.name).await
     }
 }
