@@ -9,9 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::{
-    DynLockBackend, LockOptions, Locker, ReadWriteBackend, ReleaseOutcome, RwLocker, RwMode,
-};
+use lock_core::{DynLockBackend, LockOptions, Locker, ReadWriteBackend, ReleaseOutcome, RwMode};
 use lock_multi::{Composite, MultiLock, Quorum, RedLock};
 use lock_redis::RedisBackend;
 use lock_testkit::conformance::{fresh_name, run};
@@ -67,7 +65,12 @@ fn long() -> LockOptions {
 async fn modes(nodes: &RedisNodes, name: &str) -> Vec<Option<RwMode>> {
     let mut modes = Vec::new();
     for backend in backends(nodes).await {
-        let state = RwLocker::new(backend).state(name).await.expect("state");
+        let state = Locker::new(backend)
+            .read_write(name)
+            .expect("a valid name")
+            .state()
+            .await
+            .expect("state");
         modes.push(state.mode);
     }
     modes
@@ -207,8 +210,10 @@ fn one_written_node_refuses_a_multilock_reader_not_a_redlock_reader() {
         let nodes = shared_nodes();
         let name = fresh_name("rw-composite-partial");
         let urls = nodes.urls();
-        let outsider = RwLocker::new(RedisBackend::connect(&urls[2]).await.expect("connect"));
-        let outside = outsider.write_with(&name, &long()).await.expect("write");
+        let outsider = Locker::new(RedisBackend::connect(&urls[2]).await.expect("connect"))
+            .read_write(&name)
+            .expect("a valid name");
+        let outside = outsider.write_with(&long()).await.expect("write");
 
         let multi: Locker<MultiLock> = composite(&nodes, Side::Read).await;
         assert!(multi.try_lock(&name).await.expect("try").is_none(), "all");

@@ -25,7 +25,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lock_core::{DynLockBackend, FairBackend, LockBackend, Locker, MemoryBackend, RwLocker};
+use lock_core::{DynLockBackend, FairBackend, LockBackend, Locker, MemoryBackend};
 use lock_multi::{Composite, RedLock};
 use lock_redis::{LockKind, RedisBackend};
 use lock_testkit::arrivals::{Arrivals, BookedBackend};
@@ -220,15 +220,18 @@ fn redis_rwlock() {
     runtime().block_on(async {
         for plan in plans() {
             let single = Single::start().await;
+            let name = name("rwlock", &plan);
             let mut clients = Vec::new();
             // Writers preferred: with plain read-write locks a stream of overlapping readers
             // can keep a writer out for its whole wait (writer starvation, documented in
             // docs/lock-family.md), which the liveness check would count.
             for _ in 0..CLIENTS {
                 let backend = single.client(LockKind::Reentrant).await;
-                clients.push(RwLocker::writer_preferring(backend));
+                let lock = Locker::new(backend)
+                    .read_write(&name)
+                    .expect("a valid name");
+                clients.push(lock.prefer_writers());
             }
-            let name = name("rwlock", &plan);
             let faults = single.faults();
             let report = run_usage_rw(&plan, &name, &clients, Some(&faults)).await;
             let report = verdict("rwlock", &plan, report, faults).await;
