@@ -41,6 +41,17 @@
 //!
 //! `docs/README.md` in the repository maps each one to its page.
 //!
+//! # The names at the root
+//!
+//! | role | names |
+//! |---|---|
+//! | the entry point and the lock | [`Locker`], [`LockGuard`], [`LockOptions`], [`Lease`], [`Wait`], [`Owner`], [`Fenced`], [`Unfenced`], [`Fencing`], [`LockState`], [`ReleaseOutcome`], [`LeaseLoss`] |
+//! | the other primitives' handles and what they report | [`FairLock`], [`FairState`], [`ReadWriteLock`], [`RwState`], [`RwMode`], [`Semaphore`], [`SemaphoreState`], [`Permits`], [`LeasedState`], [`CountDownLatch`], [`Election`], [`Leadership`], [`Leader`], [`LeaderObserver`] |
+//! | errors | [`Error`], [`Result`] (details in [`error`]; the limits on names, leases and waits in [`options`]) |
+//! | backends | [`MemoryBackend`]; with `redis`: [`RedisBackend`], [`RedisBackendBuilder`], [`LockKind`], [`NotificationMode`], [`ReplicaAck`], [`Shortfall`], [`RedisLocker`], [`connect`], [`connect_cluster`]; [`MultiLock`], [`RedLock`], [`connect_multi`], [`connect_redlock`] |
+//!
+//! Metric names are in [`telemetry`]; everything a backend author needs is in [`backend`].
+//!
 //! # Example
 //!
 //! With the in-memory backend (the same semantics as Redis, no server needed):
