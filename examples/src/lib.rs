@@ -467,3 +467,31 @@ fn sentinel_client(
     }
     builder.build()
 }
+
+// The Rust blocks of the pages under `docs/` are compiled as doctests of this crate, so they
+// cannot drift from the API: one item per page that has any (`cargo test -p distlock-examples
+// --doc --all-features`). Blocks that need a server are defined but never called, or `no_run`.
+// This crate is not published, so the paths into the repository hold.
+#[cfg(doctest)]
+mod doc_pages {
+    #[doc = include_str!("../../docs/deployments.md")]
+    pub struct DeploymentsPage;
+    #[doc = include_str!("../../docs/design.md")]
+    pub struct DesignPage;
+    #[doc = include_str!("../../docs/election.md")]
+    pub struct ElectionPage;
+    #[doc = include_str!("../../docs/fair-lock.md")]
+    pub struct FairLockPage;
+    #[doc = include_str!("../../docs/latch.md")]
+    pub struct LatchPage;
+    #[doc = include_str!("../../docs/permits.md")]
+    pub struct PermitsPage;
+    #[doc = include_str!("../../docs/rwlock.md")]
+    pub struct RwLockPage;
+    #[doc = include_str!("../../docs/safety.md")]
+    pub struct SafetyPage;
+    #[doc = include_str!("../../docs/semaphore.md")]
+    pub struct SemaphorePage;
+    #[doc = include_str!("../../docs/writing-a-backend.md")]
+    pub struct WritingABackendPage;
+}
