@@ -8,8 +8,8 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
+use distlock::RedisLocker;
 use distlock::redis::Layout;
-use distlock::{Election, FairBackend, Locker, PermitLocker, RwLocker};
 
 use crate::connection::{ConnectionArgs, Kind};
 use crate::exit;
@@ -20,9 +20,9 @@ use crate::status::as_text;
 enum Force {
     /// `Locker::force_unlock` with the lock kind's scripts.
     Lock(Kind),
-    /// `RwLocker::force_unlock`: deletes the lock in either mode and announces it.
+    /// `ReadWriteLock::force_unlock`: deletes the lock in either mode and announces it.
     ReadWrite,
-    /// The fair side's `force_unlock`: deletes the lock and tells the head of the queue.
+    /// `FairLock::force_unlock`: deletes the lock and tells the head of the queue.
     Fair,
     /// `Election::depose`: deletes the lock and the leader value, tells candidates and
     /// observers.
@@ -121,27 +121,7 @@ pub async fn unlock(connection: &ConnectionArgs, args: UnlockArgs) -> ExitCode {
             Ok(locker) => locker.force_unlock(&args.name).await,
             Err(error) => return crate::cannot_connect(&error),
         },
-        Force::ReadWrite | Force::Fair | Force::Election | Force::Permits => {
-            let backend = match connection.locker().await {
-                Ok(locker) => locker.backend().clone(),
-                Err(error) => return crate::cannot_connect(&error),
-            };
-            match kind {
-                Force::ReadWrite => RwLocker::new(backend).force_unlock(&args.name).await,
-                Force::Fair => {
-                    Locker::new(backend.fair_side())
-                        .force_unlock(&args.name)
-                        .await
-                }
-                Force::Election => Election::new(backend).depose(&args.name).await,
-                _ => {
-                    PermitLocker::new(backend)
-                        .permits()
-                        .force_unlock(&args.name)
-                        .await
-                }
-            }
-        }
+        family => force_family(&locker, family, &args.name).await,
     };
     match released {
         Ok(true) => {
@@ -166,5 +146,17 @@ pub async fn unlock(connection: &ConnectionArgs, args: UnlockArgs) -> ExitCode {
             eprintln!("distlock: cannot release {:?}: {error}", args.name);
             exit::code(exit::BACKEND_ERROR)
         }
+    }
+}
+
+/// The force call of a family member's `kind` on `name`, through the handle `locker` gives out
+/// on it.
+async fn force_family(locker: &RedisLocker, kind: Force, name: &str) -> distlock::Result<bool> {
+    match kind {
+        Force::ReadWrite => locker.read_write(name)?.force_unlock().await,
+        Force::Fair => locker.fair(name)?.force_unlock().await,
+        Force::Election => locker.election(name)?.depose().await,
+        Force::Permits => locker.permits(name)?.locker().force_unlock(name).await,
+        Force::Lock(_) => unreachable!("a lock is forced through the locker of its kind"),
     }
 }

@@ -5,9 +5,7 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use distlock::{
-    Election, FairBackend, LockOptions, Locker, PermitLocker, RedisBackend, RwLocker, Wait,
-};
+use distlock::{LockOptions, Locker, RedisBackend, Wait};
 use lock_testkit::RedisServer;
 use serde_json::Value;
 use tokio::runtime::Runtime;
@@ -72,8 +70,10 @@ fn connect(runtime: &Runtime, url: &str) -> RedisBackend {
 #[test]
 fn read_write_lock() {
     let (_server, url, runtime) = setup();
-    let rw = RwLocker::new(connect(&runtime, &url));
-    let reader = runtime.block_on(rw.read("fam:rw")).expect("read");
+    let rw = Locker::new(connect(&runtime, &url))
+        .read_write("fam:rw")
+        .expect("a valid name");
+    let reader = runtime.block_on(rw.read()).expect("read");
     let shown = json(&url, "fam:rw");
     assert_eq!(shown["kind"], "rwlock");
     assert_eq!(shown["state"], "held");
@@ -97,11 +97,13 @@ fn read_write_lock() {
     assert_eq!(json(&url, "fam:rw")["state"], "free");
     drop(reader);
 
-    let writer = runtime.block_on(rw.write("fam:rw")).expect("write");
-    let other = RwLocker::new(connect(&runtime, &url));
+    let writer = runtime.block_on(rw.write()).expect("write");
+    let other = Locker::new(connect(&runtime, &url))
+        .read_write("fam:rw")
+        .expect("a valid name");
     let waiting = runtime.spawn(async move {
         let started = Instant::now();
-        let guard = other.read("fam:rw").await.expect("read after the writer");
+        let guard = other.read().await.expect("read after the writer");
         drop(guard);
         started.elapsed()
     });
@@ -124,15 +126,16 @@ fn read_write_lock() {
 #[test]
 fn fair_lock() {
     let (_server, url, runtime) = setup();
-    let holder = Locker::new(connect(&runtime, &url).fair_side());
-    let guard = runtime.block_on(holder.lock("fam:fair")).expect("lock");
-    let other = Locker::new(connect(&runtime, &url).fair_side());
+    let holder = Locker::new(connect(&runtime, &url))
+        .fair("fam:fair")
+        .expect("a valid name");
+    let guard = runtime.block_on(holder.lock()).expect("lock");
+    let other = Locker::new(connect(&runtime, &url))
+        .fair("fam:fair")
+        .expect("a valid name");
     let waiting = runtime.spawn(async move {
         let guard = other
-            .lock_with(
-                "fam:fair",
-                &LockOptions::new().wait(Duration::from_secs(20)),
-            )
+            .lock_with(&LockOptions::new().wait(Duration::from_secs(20)))
             .await
             .expect("the waiter's turn");
         let at = Instant::now();
@@ -175,9 +178,11 @@ fn fair_lock() {
 #[test]
 fn election() {
     let (_server, url, runtime) = setup();
-    let election = Election::new(connect(&runtime, &url));
+    let election = Locker::new(connect(&runtime, &url))
+        .election("fam:leader")
+        .expect("a valid name");
     let leadership = runtime
-        .block_on(election.campaign("fam:leader", "node-a"))
+        .block_on(election.campaign("node-a"))
         .expect("campaign");
     let shown = json(&url, "fam:leader");
     assert_eq!(shown["kind"], "election");
@@ -190,12 +195,7 @@ fn election() {
     assert_eq!(listed["locks"][0]["kind"], "election");
     let (code, said, _) = force(&url, "fam:leader");
     assert_eq!((code, said.as_str()), (Some(0), "fam:leader: deposed\n"));
-    assert_eq!(
-        runtime
-            .block_on(election.leader("fam:leader"))
-            .expect("leader"),
-        None
-    );
+    assert_eq!(runtime.block_on(election.leader()).expect("leader"), None);
     assert_eq!(json(&url, "fam:leader")["state"], "free");
     drop(leadership);
 }
@@ -205,15 +205,11 @@ fn election() {
 #[test]
 fn lease_bound_permits() {
     let (_server, url, runtime) = setup();
-    let permits = PermitLocker::new(connect(&runtime, &url));
-    assert!(
-        runtime
-            .block_on(permits.try_set_permits("fam:gpu", 2))
-            .expect("set")
-    );
-    let permit = runtime
-        .block_on(permits.acquire("fam:gpu"))
-        .expect("a permit");
+    let permits = Locker::new(connect(&runtime, &url))
+        .permits("fam:gpu")
+        .expect("a valid name");
+    assert!(runtime.block_on(permits.try_set_permits(2)).expect("set"));
+    let permit = runtime.block_on(permits.acquire()).expect("a permit");
     let shown = json(&url, "fam:gpu");
     assert_eq!(shown["kind"], "permits");
     assert_eq!(shown["available"], 1);
