@@ -2,9 +2,9 @@
 //! copied verbatim from `org.redisson.RedissonPermitExpirableSemaphore`, sent with `EVAL` on a
 //! plain connection with the keys and arguments Redisson passes (permit ids as 16 raw bytes,
 //! lease ends and "now" from this process's clock, as Redisson's client computes them), against
-//! the same count, `{name}:timeout` set and channel as distlock's
-//! lease-bound permits ([`Permits`](lock_core::Permits)). Each side's permits count against the other's,
-//! each side's expired permits are taken back by the other, and each side wakes the other.
+//! the same count, `{name}:timeout` set and channel as distlock's lease-bound permits
+//! ([`Permits`](lock_core::Permits)). Each side's permits count against the other's, each side's
+//! expired permits are taken back by the other, and each side wakes the other.
 //!
 //! One server serves every case of this file: cases use fresh names, and the server is started
 //! by the first case and stopped when the last one running lets go.
@@ -550,10 +550,7 @@ fn state_lists_redisson_permits() {
         let mine = ours.acquire().await.expect("acquire");
         tokio::time::sleep(Duration::from_millis(200)).await;
 
-        let state = ours
-            .state()
-            .await
-            .expect("state with a Redisson permit");
+        let state = ours.state().await.expect("state with a Redisson permit");
         assert_eq!(state.available, Some(1));
         assert_eq!(state.expired, 1, "Redisson's short lease ended");
         let mut expected = vec![(hex_dump(&theirs), 1), (mine.owner_field().to_owned(), 1)];

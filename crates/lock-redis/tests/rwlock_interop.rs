@@ -1,8 +1,8 @@
 //! Wire compatibility with Redisson's `RReadWriteLock`: Redisson's own Lua scripts, copied
 //! verbatim from `org.redisson.RedissonReadLock` and `org.redisson.RedissonWriteLock`, sent with
 //! `EVAL` on a plain connection with the keys and arguments Redisson passes, against the same
-//! hash, timeout keys and channel as distlock's read-write lock (`Locker::read_write`). Each side sees, blocks and wakes
-//! the other.
+//! hash, timeout keys and channel as distlock's read-write lock (`Locker::read_write`). Each side
+//! sees, blocks and wakes the other.
 //!
 //! One server serves every case of this file: cases use fresh names, and the server is started
 //! by the first case and stopped when the last one running lets go.
