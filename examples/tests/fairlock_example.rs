@@ -5,7 +5,7 @@ use std::io::Read;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use distlock::{FairBackend, LockOptions, Locker, RedisBackend};
+use distlock::{LockOptions, Locker, RedisBackend};
 use lock_testkit::RedisServer;
 
 const DEMO: &str = env!("CARGO_BIN_EXE_fairlock");
@@ -97,16 +97,13 @@ fn processes_are_granted_in_the_order_they_came() {
     let backend = runtime
         .block_on(RedisBackend::connect(url.as_str()))
         .expect("connect");
-    let fair = Locker::new(backend.fair_side());
+    let fair = Locker::new(backend).fair(NAME).expect("a valid name");
     let held = runtime
-        .block_on(fair.lock_with(
-            NAME,
-            &LockOptions::new().fixed_lease(Duration::from_secs(30)),
-        ))
+        .block_on(fair.lock_with(&LockOptions::new().fixed_lease(Duration::from_secs(30))))
         .expect("the test holds the lock while the runs queue");
     let queued = || {
         runtime
-            .block_on(backend.fair_state(NAME))
+            .block_on(fair.state())
             .expect("fair_state")
             .queue
             .len()

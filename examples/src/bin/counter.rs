@@ -37,9 +37,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use distlock::{
-    LeaseLoss, LockBackend, LockGuard, LockKind, RedisBackend, RedisLocker, ReleaseOutcome,
-};
+use distlock::backend::LockBackend;
+use distlock::{LeaseLoss, LockGuard, LockKind, RedisBackend, RedisLocker, ReleaseOutcome};
 use distlock_examples::{DemoRedis, DemoTls, Deployment, RawConnection};
 use tokio::task::JoinSet;
 use tokio::time::Instant;

@@ -34,7 +34,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
-use distlock::{FairBackend, Locker, RedisBackend};
+use distlock::{Locker, RedisBackend};
 
 /// Wait for a distributed fair lock in turn, hold it, release it.
 #[derive(Parser, Debug)]
@@ -84,10 +84,10 @@ async fn main() -> ExitCode {
 
 async fn run(args: &Args) -> distlock::Result<()> {
     // A bad URL is refused here, before any I/O (`Error::InvalidConfig`).
-    let backend = RedisBackend::connect(args.url.as_str()).await?;
-    let fair = Locker::new(backend.fair_side());
+    let locker = Locker::new(RedisBackend::connect(args.url.as_str()).await?);
+    let fair = locker.fair(&args.lock_name)?;
 
-    let guard = fair.lock(&args.lock_name).await?;
+    let guard = fair.lock().await?;
     println!("ACQUIRED {}", unix_ms());
 
     tokio::time::sleep(Duration::from_millis(args.hold_ms)).await;

@@ -45,7 +45,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{ArgGroup, Parser};
-use distlock::{Election, LeaderObserver, LockOptions, RedisBackend};
+use distlock::{LeaderObserver, LockOptions, Locker, RedisBackend};
 
 /// Campaign for the leadership of an election and lead for a while, or observe who leads.
 #[derive(Parser, Debug)]
@@ -153,12 +153,13 @@ async fn main() -> ExitCode {
 /// Campaigns, leads, resigns; `false` when the leadership was lost before `--hold-ms`.
 async fn campaign(args: &Args, value: &str) -> distlock::Result<bool> {
     // A bad URL is refused here, before any I/O (`Error::InvalidConfig`).
-    let election = Election::new(RedisBackend::connect(args.url.as_str()).await?);
+    let locker = Locker::new(RedisBackend::connect(args.url.as_str()).await?);
+    let election = locker.election(&args.name)?;
     let mut options = LockOptions::new();
     if let Some(ms) = args.lease_ms {
         options = options.watchdog_lease(Duration::from_millis(ms));
     }
-    let leadership = election.campaign_with(&args.name, value, &options).await?;
+    let leadership = election.campaign_with(value, &options).await?;
     println!("ACQUIRED {}", unix_ms());
     println!("TERM {}", leadership.term());
 
@@ -184,8 +185,8 @@ async fn campaign(args: &Args, value: &str) -> distlock::Result<bool> {
 /// Prints `LEADER <unix-ms> <value or ->` for the leadership now and each change, until
 /// `--for-ms` has passed (or forever).
 async fn observe(args: &Args) -> distlock::Result<()> {
-    let election = Election::new(RedisBackend::connect(args.url.as_str()).await?);
-    let observer = election.observe(&args.name)?;
+    let locker = Locker::new(RedisBackend::connect(args.url.as_str()).await?);
+    let observer = locker.election(&args.name)?.observe();
     match args.for_ms {
         Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), follow(observer)).await {
             Ok(failed) => failed,

@@ -24,7 +24,8 @@ use std::error::Error;
 use std::process::ExitCode;
 
 use clap::Parser;
-use distlock::{LockBackend, Locker, ReleaseOutcome};
+use distlock::backend::LockBackend;
+use distlock::{Locker, ReleaseOutcome};
 use distlock_examples::raw_connection;
 use tokio::task::JoinSet;
 

@@ -33,7 +33,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, ValueEnum};
-use distlock::RwLocker;
+use distlock::Locker;
 use distlock::redis::RedisBackend;
 
 /// Which side of the lock a run takes.
@@ -97,19 +97,21 @@ async fn main() -> ExitCode {
 
 async fn run(args: &Args) -> distlock::Result<()> {
     // A bad URL is refused here, before any I/O (`Error::InvalidConfig`).
-    let locks = RwLocker::new(RedisBackend::connect(args.url.as_str()).await?);
+    let locker = Locker::new(RedisBackend::connect(args.url.as_str()).await?);
+    // The name is bound to the handle (and checked again) here.
+    let lock = locker.read_write(&args.lock_name)?;
     let hold = Duration::from_millis(args.hold_ms);
     // Both sides' guards release the same way; each arm holds its own kind.
     let released = match args.mode {
         Mode::Read => {
-            let reading = locks.read(&args.lock_name).await?;
+            let reading = lock.read().await?;
             println!("ACQUIRED {}", unix_ms());
             tokio::time::sleep(hold).await;
             println!("RELEASING {}", unix_ms());
             reading.release().await?
         }
         Mode::Write => {
-            let writing = locks.write(&args.lock_name).await?;
+            let writing = lock.write().await?;
             println!("ACQUIRED {}", unix_ms());
             tokio::time::sleep(hold).await;
             println!("RELEASING {}", unix_ms());

@@ -25,7 +25,7 @@
 //! permits), so a Java service using `redisson.getSemaphore(name)` shares it. Its permits have
 //! no owner and no lease: a run killed while holding leaks them (see `docs/lock-family.md`).
 //!
-//! With `--leased` the permits are lease-bound instead ([`distlock::PermitLocker`], Redisson's
+//! With `--leased` the permits are lease-bound instead ([`distlock::Permits`], Redisson's
 //! `RPermitExpirableSemaphore`: `redisson.getPermitExpirableSemaphore(name)` shares them): each
 //! is held under a watchdog lease (30 s, renewed while the run lives) and comes back by itself
 //! at most one lease after a run is killed. The `--acquire` permits are then taken **one at a
@@ -121,7 +121,7 @@ async fn run(args: &Args) -> distlock::Result<()> {
     // A bad URL is refused here, before any I/O (`Error::InvalidConfig`).
     let locker = distlock::connect(args.url.as_str()).await?;
     if args.leased {
-        return run_leased(args, distlock::PermitLocker::new(locker.backend().clone())).await;
+        return run_leased(args, locker.permits(&args.name)?).await;
     }
     let semaphore = locker.semaphore(&args.name)?;
     if semaphore.try_set_permits(args.permits).await? {
@@ -148,16 +148,16 @@ async fn run(args: &Args) -> distlock::Result<()> {
 /// `--leased`: the same steps with lease-bound permits, one guard per permit.
 async fn run_leased(
     args: &Args,
-    permits: distlock::PermitLocker<distlock::RedisBackend>,
+    permits: distlock::Permits<distlock::RedisBackend>,
 ) -> distlock::Result<()> {
-    if permits.try_set_permits(&args.name, args.permits).await? {
+    if permits.try_set_permits(args.permits).await? {
         eprintln!("created {:?} with {} permits", args.name, args.permits);
     }
 
-    // One at a time: each acquire takes one permit (the guards share this task as owner).
+    // One at a time: each acquire takes one permit (each permit its own owner).
     let mut guards = Vec::new();
     for _ in 0..args.acquire {
-        guards.push(permits.acquire(&args.name).await?);
+        guards.push(permits.acquire().await?);
     }
     println!("ACQUIRED {}", unix_ms());
 
@@ -178,7 +178,7 @@ async fn run_leased(
         eprintln!("{lost} of {} permit lease(s) lost while held", args.acquire);
         return Err(distlock::Error::LeaseLost);
     }
-    let available = permits.state(&args.name).await?.available.unwrap_or(0);
+    let available = permits.state().await?.available.unwrap_or(0);
     eprintln!(
         "gave back {} leased permit(s); {available} available",
         args.acquire
