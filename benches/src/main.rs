@@ -25,9 +25,9 @@
 //!   (Redisson's `RSemaphore` scripts on a raw redis-rs client), and both with a permit per
 //!   task (`-nowait`). See `w7.rs`.
 //! - W8: `--w8-tasks` tasks take and release the read lock of one name; rows `distlock-read`
-//!   (`RwLocker<RedisBackend>::read`), `distlock-exclusive` (the same tasks on `Locker::lock` of
-//!   the plain lock) and `raw-scripts` (Redisson's `RReadWriteLock` read scripts on a raw
-//!   redis-rs client). See `w8.rs`.
+//!   (`ReadWriteLock<RedisBackend>::read`), `distlock-exclusive` (the same tasks on
+//!   `Locker::lock` of the plain lock) and `raw-scripts` (Redisson's `RReadWriteLock` read
+//!   scripts on a raw redis-rs client). See `w8.rs`.
 //! - W8W: `--w8w-readers` readers holding the read lock `--w8w-hold-ms` each, back to back, and
 //!   one writer trying to get in (each attempt given up after `--w8w-give-up` s): the writer's
 //!   wait and writes; rows `distlock-writer` and `raw-scripts`. See `w8w.rs`.
@@ -726,7 +726,9 @@ async fn run_all(
                 (Workload::W5c, _) => {
                     let config = w5_config(args, workload, round);
                     let seeds = topologies.cluster_urls.iter().cloned();
-                    let backend = RedisBackend::cluster_builder(seeds).connect().await?;
+                    let backend = RedisBackend::builder(lock_redis::RedisTarget::cluster(seeds))
+                        .connect()
+                        .await?;
                     w5::run("W5C", backend, &cluster_probes, &prefix, config).await?
                 }
                 (Workload::W1c | Workload::W2c, _) => {

@@ -305,15 +305,12 @@ impl Deployment {
     ) -> distlock::Result<distlock::RedisLocker> {
         let builder = match self {
             Deployment::Single(url) => distlock::RedisBackend::builder(url.as_str()),
-            Deployment::Cluster(seeds) => {
-                distlock::RedisBackend::cluster_builder(seeds.iter().cloned())
-            }
-            Deployment::Sentinel { sentinels, service } => {
-                distlock::RedisBackend::sentinel_builder(
-                    sentinels.iter().cloned(),
-                    service.as_str(),
-                )
-            }
+            Deployment::Cluster(seeds) => distlock::RedisBackend::builder(
+                distlock::RedisTarget::cluster(seeds.iter().cloned()),
+            ),
+            Deployment::Sentinel { sentinels, service } => distlock::RedisBackend::builder(
+                distlock::RedisTarget::sentinel(sentinels.iter().cloned(), service.as_str()),
+            ),
         };
         let builder = tls
             .apply(builder)

@@ -189,7 +189,9 @@ impl Contender {
         seeds: &[String],
     ) -> Result<Option<Contender>, BenchError> {
         if let Some((lock_kind, mode)) = kind.distlock_settings() {
-            let builder = RedisBackend::cluster_builder(seeds.iter().cloned()).lock_kind(lock_kind);
+            let builder =
+                RedisBackend::builder(lock_redis::RedisTarget::cluster(seeds.iter().cloned()))
+                    .lock_kind(lock_kind);
             return Ok(Some(Contender::Distlock(
                 distlock::Distlock::connect_with(builder, mode).await?,
             )));

@@ -89,10 +89,13 @@ impl ConnectionArgs {
     /// The backend builder these flags describe, keeping locks of `kind`.
     fn builder_of(&self, kind: Kind) -> distlock::Result<RedisBackendBuilder> {
         let mut builder = if !self.cluster.is_empty() {
-            RedisBackend::cluster_builder(self.cluster.iter().cloned())
+            RedisBackend::builder(distlock::RedisTarget::cluster(self.cluster.iter().cloned()))
         } else if !self.sentinel.is_empty() {
             let service = self.service.clone().unwrap_or_default();
-            RedisBackend::sentinel_builder(self.sentinel.iter().cloned(), service)
+            RedisBackend::builder(distlock::RedisTarget::sentinel(
+                self.sentinel.iter().cloned(),
+                service,
+            ))
         } else {
             RedisBackend::builder(self.url.as_str())
         };

@@ -48,7 +48,7 @@
 //! | the entry point and the lock | [`Locker`], [`LockGuard`], [`LockOptions`], [`Lease`], [`Wait`], [`Owner`], [`Fenced`], [`Unfenced`], [`Fencing`], [`LockState`], [`ReleaseOutcome`], [`LeaseLoss`] |
 //! | the other primitives' handles and what they report | [`FairLock`], [`FairState`], [`ReadWriteLock`], [`RwState`], [`RwMode`], [`Semaphore`], [`SemaphoreState`], [`Permits`], [`LeasedState`], [`CountDownLatch`], [`Election`], [`Leadership`], [`Leader`], [`LeaderObserver`] |
 //! | errors | [`Error`], [`Result`] (details in [`error`]; the limits on names, leases and waits in [`options`]) |
-//! | backends | [`MemoryBackend`]; with `redis`: [`RedisBackend`], [`RedisBackendBuilder`], [`LockKind`], [`NotificationMode`], [`ReplicaAck`], [`Shortfall`], [`RedisLocker`], [`connect`], [`connect_cluster`]; [`MultiLock`], [`RedLock`], [`connect_multi`], [`connect_redlock`] |
+//! | backends | [`MemoryBackend`]; with `redis`: [`RedisBackend`], [`RedisBackendBuilder`], [`LockKind`], [`NotificationMode`], [`ReplicaAck`], [`Shortfall`], [`RedisTarget`], [`RedisNode`], [`RedisLocker`], [`connect`]; [`MultiLock`], [`RedLock`], [`connect_multi`], [`connect_redlock`] |
 //!
 //! Metric names are in [`telemetry`]; everything a backend author needs is in [`backend`].
 //!
@@ -150,8 +150,8 @@
 //! | `tls-rustls` | no | `rediss://` URLs in every mode, TLS through rustls (ring provider): the webpki root certificates or your own CA bundle, mutual TLS (`RedisBackendBuilder::tls_ca_pem`, `tls_client_identity`; implies `redis`) |
 //! | `multi` | no | [`MultiLock`] and the [`multi`](mod@multi) module (the `lock-multi` crate); with `redis`, [`connect_multi`] |
 //! | `redlock` | no | [`RedLock`] and the [`redlock`](mod@redlock) module (RedLock's policy in the `lock-multi` crate); with `redis`, [`connect_redlock`] |
-//! | `cluster` | no | Redis Cluster: `RedisBackend::cluster_builder(seeds)`, `ShardedPubSub`, `connect_cluster(seeds)`; implies `redis` |
-//! | `sentinel` | no | Sentinel: `RedisBackend::sentinel_builder(sentinels, service)`, the primary followed across failovers; implies `redis` |
+//! | `cluster` | no | Redis Cluster: `RedisTarget::cluster(seeds)` (for [`connect`] and [`RedisBackend::builder`]), `ShardedPubSub`; implies `redis` |
+//! | `sentinel` | no | Sentinel: `RedisTarget::sentinel(sentinels, service)`, the primary followed across failovers; implies `redis` |
 //! | `metrics` | no | metrics through the `metrics` facade (acquire, wait and hold times, renewals, leases lost, each node's votes; see `docs/observability.md`) |
 //!
 //! Without default features only the backend-independent API and [`MemoryBackend`] remain, for
@@ -210,35 +210,55 @@ pub mod backend {
 
 /// The Redis / Valkey backend: the `lock-redis` crate (feature `redis`).
 ///
-/// Besides the types re-exported at the crate root, it holds the default timeouts and the
-/// [`keys`](lock_redis::keys) module, which names the keys and channels in Redisson's layout.
+/// Besides the types re-exported at the crate root, it holds the default timeouts, what a
+/// server was found to offer ([`Capabilities`](lock_redis::Capabilities)), lock descriptions
+/// for operators, the [`keys`](lock_redis::keys) module, which names the keys and channels in
+/// Redisson's layout, and the Lua scripts as the server receives them
+/// ([`lua`](lock_redis::lua)). redis-rs itself is [`redis_rs`].
 #[cfg(feature = "redis")]
-pub use lock_redis as redis;
+pub mod redis {
+    #[doc(inline)]
+    pub use lock_redis::*;
+
+    // Shadows the glob's `redis` (redis-rs), so the crate is reached by one path only:
+    // `distlock::redis_rs`.
+    #[allow(dead_code, hidden_glob_reexports, clippy::module_inception)]
+    mod redis {}
+}
+
+/// redis-rs, the client the Redis backend is built on (feature `redis`): a `redis::Client` or
+/// `ConnectionInfo` handed to [`connect`] or [`RedisBackend::builder`] must be of this version,
+/// so take it from here rather than depending on redis-rs separately.
+#[cfg(feature = "redis")]
+pub use lock_redis::redis as redis_rs;
 
 #[cfg(feature = "redis")]
 pub use lock_redis::{
-    LockKind, NotificationMode, RedisBackend, RedisBackendBuilder, ReplicaAck, Shortfall,
+    LockKind, NotificationMode, RedisBackend, RedisBackendBuilder, RedisNode, RedisTarget,
+    ReplicaAck, Shortfall,
 };
 
 /// A [`Locker`] over one Redis or Valkey node, as made by [`connect`] (feature `redis`).
 #[cfg(feature = "redis")]
 pub type RedisLocker = Locker<RedisBackend>;
 
-/// Connects to the Redis or Valkey node at `url` with the default settings and returns a
-/// locker over it (feature `redis`).
+/// Connects to Redis or Valkey at `target` with the default settings and returns a locker
+/// over it (feature `redis`).
 ///
-/// `url` is `redis://[user:password@]host:port[/db]`, or `rediss://...` with the `tls-rustls`
-/// feature. Every call makes a new client (a new client id in owner fields, like a separate
-/// process); clone the returned [`RedisLocker`] to share one.
+/// `target` is one server — a URL (`redis://[user:password@]host:port[/db]`, or `rediss://...`
+/// with the `tls-rustls` feature), a `redis::Client` or a `ConnectionInfo` — or a
+/// [`RedisTarget`]: [`RedisTarget::cluster`] (feature `cluster`) or [`RedisTarget::sentinel`]
+/// (feature `sentinel`). Every call makes a new client (a new client id in owner fields, like
+/// a separate process); clone the returned [`RedisLocker`] to share one.
 ///
-/// Same as `Locker::new(RedisBackend::connect(url).await?)`; use [`RedisBackend::builder`] for
-/// other timeouts or polling instead of pub/sub.
+/// Same as `Locker::new(RedisBackend::connect(target).await?)`; use [`RedisBackend::builder`]
+/// for other timeouts or polling instead of pub/sub.
 ///
 /// # Errors
 ///
-/// As [`RedisBackendBuilder::connect`]: [`Error::InvalidConfig`] for a bad URL,
-/// [`Error::NotPermitted`] for bad credentials, [`Error::ConnectionLost`] or [`Error::Timeout`]
-/// when the server cannot be reached.
+/// As [`RedisBackendBuilder::connect`]: [`Error::InvalidConfig`] for a bad URL or an empty
+/// list of seeds (before any I/O), [`Error::NotPermitted`] for bad credentials,
+/// [`Error::ConnectionLost`] or [`Error::Timeout`] when the server cannot be reached.
 ///
 /// # Example
 ///
@@ -248,44 +268,19 @@ pub type RedisLocker = Locker<RedisBackend>;
 /// let guard = locker.lock("reports:daily").await?;
 /// // ... the critical section ...
 /// guard.release().await?;
+///
+/// # #[cfg(feature = "cluster")]
+/// let on_a_cluster = distlock::connect(distlock::RedisTarget::cluster([
+///     "redis://127.0.0.1:7000/",
+///     "redis://127.0.0.1:7001/",
+/// ]))
+/// .await?;
 /// # Ok(())
 /// # }
 /// ```
 #[cfg(feature = "redis")]
-pub async fn connect(url: impl Into<String>) -> Result<RedisLocker> {
-    Ok(Locker::new(RedisBackend::connect(url).await?))
-}
-
-/// Connects to a Redis Cluster from `seeds` (URLs of any of its nodes) with the default
-/// settings and returns a [`Locker`] on it (feature `cluster`).
-///
-/// Same as `Locker::new(RedisBackend::cluster_builder(seeds).connect().await?)`; see
-/// [`RedisBackend::cluster_builder`] for how calls are routed and `docs/deployments.md` for
-/// what a lock guarantees on a cluster.
-///
-/// # Errors
-///
-/// [`Error::InvalidConfig`] for no seed or a bad URL (before any I/O),
-/// [`Error::NotPermitted`] for bad credentials, [`Error::ConnectionLost`] or [`Error::Timeout`]
-/// when no seed can be reached.
-///
-/// # Example
-///
-/// ```no_run
-/// # async fn demo() -> distlock::Result<()> {
-/// let locker = distlock::connect_cluster(["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"]).await?;
-/// let guard = locker.lock("reports:daily").await?;
-/// guard.release().await?;
-/// # Ok(())
-/// # }
-/// ```
-#[cfg(feature = "cluster")]
-pub async fn connect_cluster<S: Into<String>>(
-    seeds: impl IntoIterator<Item = S>,
-) -> Result<RedisLocker> {
-    Ok(Locker::new(
-        RedisBackend::cluster_builder(seeds).connect().await?,
-    ))
+pub async fn connect(target: impl Into<RedisTarget>) -> Result<RedisLocker> {
+    Ok(Locker::new(RedisBackend::connect(target).await?))
 }
 
 /// MultiLock: the `lock-multi` crate (feature `multi`).

@@ -92,17 +92,21 @@ fn the_crate_docs_name_every_root_item() {
 #[tokio::test(flavor = "current_thread")]
 async fn every_primitive_is_reached_from_a_locker() -> distlock::Result<()> {
     let locker = distlock::Locker::new(distlock::MemoryBackend::new());
-    locker.lock("tiers:lock").await?.release().await?;
-    locker.fair("tiers:fair")?.lock().await?.release().await?;
-    locker
-        .read_write("tiers:rw")?
-        .write()
-        .await?
-        .release()
-        .await?;
+    assert!(locker.lock("tiers:lock").await?.release().await?.was_held());
+    assert!(
+        locker
+            .fair("tiers:fair")?
+            .lock()
+            .await?
+            .release()
+            .await?
+            .was_held()
+    );
+    let rw = locker.read_write("tiers:rw")?;
+    assert!(rw.write().await?.release().await?.was_held());
     let permits = locker.permits("tiers:permits")?;
     permits.try_set_permits(1).await?;
-    permits.acquire().await?.release().await?;
+    assert!(permits.acquire().await?.release().await?.was_held());
     let semaphore = locker.semaphore("tiers:semaphore")?;
     semaphore.try_set_permits(1).await?;
     semaphore.acquire(1).await?;

@@ -157,11 +157,12 @@ impl<B: ReadWriteBackend + LockBackend> ReadWriteLock<B> {
         &self.name
     }
 
-    /// The same lock with **writers preferred**: while a writer of this handle (or of another
-    /// writer-preferring handle from the same locker) waits, new readers wait too (see
-    /// [`ReadWriteBackend::preferring_write_side`]), so a writer gets the lock once the
-    /// readers already in have left. Readers of Redisson, and of handles that do not prefer
-    /// writers, are not held back by it: they see the same lock, without the waiting writers.
+    /// The same lock with **writers preferred**: a writer of this handle that waits records
+    /// itself as waiting (see [`ReadWriteBackend::preferring_write_side`]), and while it does,
+    /// new readers of the name wait too, through any distlock handle (the read side reads that
+    /// record), so the writer gets the lock once the readers already in have left. Re-entrant
+    /// reads and a writer's own downgrade still go through. Redisson's readers do not read the
+    /// record: they are not held back.
     ///
     /// # Example
     ///

@@ -76,8 +76,9 @@ pub use backend::options::{
 pub use backend::permits::RedisPermitSide;
 pub use backend::redis_backend::RedisBackend;
 pub use backend::rwlock::{RedisReadSide, RedisWriteSide};
+pub use backend::target::{RedisNode, RedisTarget};
 /// The redis-rs crate lock-redis is built on. A `redis::Client` or `ConnectionInfo` handed to
-/// [`RedisBackend::builder_from_client`] and its kin must be of this version: take it from
+/// [`RedisBackend::builder`] must be of this version: take it from
 /// here rather than depending on redis-rs separately.
 pub use redis;
 pub use wire::capabilities::{Capabilities, Capability, Feature, ServerInfo, Standing, Support};

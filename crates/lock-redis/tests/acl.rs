@@ -240,17 +240,22 @@ impl Place<'_> {
     async fn connect(&self, user: &str, kind: LockKind) -> Result<RedisBackend> {
         let builder = match self {
             Place::One(server) => RedisBackend::builder(url_as(server, user)),
-            Place::Cluster(cluster, mode) => RedisBackend::cluster_builder(
-                (0..cluster.len()).map(|i| url_as(cluster.node(i), user)),
-            )
-            .sharded_pubsub(*mode),
+            Place::Cluster(cluster, mode) => {
+                RedisBackend::builder(lock_redis::RedisTarget::cluster(
+                    (0..cluster.len()).map(|i| url_as(cluster.node(i), user)),
+                ))
+                .sharded_pubsub(*mode)
+            }
             Place::Sentinel(group, watcher) => {
                 let sentinels: Vec<String> = match watcher {
                     Some(watcher) => (0..3).map(|i| url_as(group.sentinel(i), watcher)).collect(),
                     None => group.sentinel_urls(),
                 };
-                RedisBackend::sentinel_builder(sentinels, group.service())
-                    .sentinel_node_auth(Some(user.to_owned()), PASSWORD)
+                RedisBackend::builder(lock_redis::RedisTarget::sentinel(
+                    sentinels,
+                    group.service(),
+                ))
+                .sentinel_node_auth(Some(user.to_owned()), PASSWORD)
             }
             Place::Replicated(pair) => RedisBackend::builder(url_as(pair.primary(), user))
                 .replica_ack(ReplicaAck::replicas(1).timeout(Duration::from_millis(300))),

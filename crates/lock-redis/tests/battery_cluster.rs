@@ -115,7 +115,7 @@ fn in_model_faults_cluster() {
         let resource_server = RedisServer::start().expect("start the resource server");
         let mut lockers = Vec::new();
         for _ in 0..4 {
-            let backend = RedisBackend::cluster_builder(cluster.urls())
+            let backend = RedisBackend::builder(lock_redis::RedisTarget::cluster(cluster.urls()))
                 .command_timeout(Duration::from_millis(500))
                 .connect()
                 .await

@@ -17,7 +17,7 @@ async fn locker(
     sharded: ShardedPubSub,
 ) -> Locker<RedisBackend> {
     Locker::new(
-        RedisBackend::cluster_builder(cluster.urls())
+        RedisBackend::builder(lock_redis::RedisTarget::cluster(cluster.urls()))
             .lock_kind(kind)
             .sharded_pubsub(sharded)
             .command_timeout(Duration::from_secs(2))
@@ -124,7 +124,7 @@ async fn acknowledgement_is_asked_of_the_locks_primary(cluster: &mut RedisCluste
         .expect("a name on another primary");
     let replica = cluster.replicas_of(primary).expect("replicas")[0];
     let locker = Locker::new(
-        RedisBackend::cluster_builder(cluster.urls())
+        RedisBackend::builder(lock_redis::RedisTarget::cluster(cluster.urls()))
             .command_timeout(Duration::from_secs(2))
             .replica_ack(ReplicaAck::replicas(1).timeout(Duration::from_millis(150)))
             .connect()

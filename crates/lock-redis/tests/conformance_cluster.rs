@@ -30,7 +30,7 @@ impl Harness for Cluster {
     type Backend = RedisBackend;
 
     async fn client(&self) -> RedisBackend {
-        RedisBackend::cluster_builder(self.cluster.urls())
+        RedisBackend::builder(lock_redis::RedisTarget::cluster(self.cluster.urls()))
             .notifications(self.notifications)
             .lock_kind(self.kind)
             .sharded_pubsub(self.sharded)
@@ -257,7 +257,7 @@ fn mixed_fleets_wake_promptly() {
     lock_testkit::conformance::run(async {
         let cluster = shared_cluster();
         let connect = |sharded| {
-            RedisBackend::cluster_builder(cluster.urls())
+            RedisBackend::builder(lock_redis::RedisTarget::cluster(cluster.urls()))
                 .sharded_pubsub(sharded)
                 .connect()
         };
@@ -368,7 +368,7 @@ fn semaphores_shared_with_redisson() {
     lock_testkit::conformance::run(async {
         let cluster = shared_cluster();
         let semaphore = async |sharded, name: &str| {
-            let backend = RedisBackend::cluster_builder(cluster.urls())
+            let backend = RedisBackend::builder(lock_redis::RedisTarget::cluster(cluster.urls()))
                 .sharded_pubsub(sharded)
                 .connect()
                 .await
@@ -486,7 +486,7 @@ async fn cluster_latch(
     sharded: ShardedPubSub,
     name: &str,
 ) -> lock_core::CountDownLatch<RedisBackend> {
-    let backend = RedisBackend::cluster_builder(cluster.urls())
+    let backend = RedisBackend::builder(lock_redis::RedisTarget::cluster(cluster.urls()))
         .sharded_pubsub(sharded)
         .connect()
         .await

@@ -21,7 +21,7 @@ impl Harness for ContainerCluster {
     type Backend = RedisBackend;
 
     async fn client(&self) -> RedisBackend {
-        RedisBackend::cluster_builder(self.cluster.urls())
+        RedisBackend::builder(lock_redis::RedisTarget::cluster(self.cluster.urls()))
             .notifications(NotificationMode::PubSub)
             .lock_kind(LockKind::Reentrant)
             .connect()

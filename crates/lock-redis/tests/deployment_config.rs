@@ -17,16 +17,24 @@ fn invalid(result: Result<RedisBackend, Error>) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_settings_are_checked_before_connecting() {
     let none: [&str; 0] = [];
-    let reason = invalid(RedisBackend::cluster_builder(none).connect().await);
+    let reason = invalid(
+        RedisBackend::builder(lock_redis::RedisTarget::cluster(none))
+            .connect()
+            .await,
+    );
     assert!(reason.contains("seed"), "{reason}");
-    let reason = invalid(RedisBackend::cluster_builder(["not a url"]).connect().await);
+    let reason = invalid(
+        RedisBackend::builder(lock_redis::RedisTarget::cluster(["not a url"]))
+            .connect()
+            .await,
+    );
     assert!(reason.contains("URL"), "{reason}");
     // The same builder with real seeds connects.
     let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
         .await
         .expect("join")
         .expect("start a cluster");
-    RedisBackend::cluster_builder(cluster.urls())
+    RedisBackend::builder(lock_redis::RedisTarget::cluster(cluster.urls()))
         .connect()
         .await
         .expect("connect to the cluster");
@@ -35,26 +43,36 @@ async fn cluster_settings_are_checked_before_connecting() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_settings_are_checked_before_connecting() {
     let none: [&str; 0] = [];
-    let reason = invalid(RedisBackend::sentinel_builder(none, "svc").connect().await);
+    let reason = invalid(
+        RedisBackend::builder(lock_redis::RedisTarget::sentinel(none, "svc"))
+            .connect()
+            .await,
+    );
     assert!(reason.contains("Sentinel URL"), "{reason}");
     let group = tokio::task::spawn_blocking(|| SentinelGroup::start(0))
         .await
         .expect("join")
         .expect("start a Sentinel group");
     let reason = invalid(
-        RedisBackend::sentinel_builder(group.sentinel_urls(), "")
+        RedisBackend::builder(lock_redis::RedisTarget::sentinel(group.sentinel_urls(), ""))
             .connect()
             .await,
     );
     assert!(reason.contains("service name"), "{reason}");
     let reason = invalid(
-        RedisBackend::sentinel_builder(["not a url"], group.service())
-            .connect()
-            .await,
+        RedisBackend::builder(lock_redis::RedisTarget::sentinel(
+            ["not a url"],
+            group.service(),
+        ))
+        .connect()
+        .await,
     );
     assert!(reason.contains("URL"), "{reason}");
-    RedisBackend::sentinel_builder(group.sentinel_urls(), group.service())
-        .connect()
-        .await
-        .expect("connect through the Sentinels");
+    RedisBackend::builder(lock_redis::RedisTarget::sentinel(
+        group.sentinel_urls(),
+        group.service(),
+    ))
+    .connect()
+    .await
+    .expect("connect through the Sentinels");
 }

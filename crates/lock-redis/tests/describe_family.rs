@@ -40,8 +40,18 @@ async fn read_write_lock() {
         Locker::new(connect(&server).await),
     );
     for name in ["fam:rw", "{fam}:rw"] {
-        let first = a.read_write(name).expect("name").read().await.expect("read");
-        let second = b.read_write(name).expect("name").read().await.expect("read");
+        let first = a
+            .read_write(name)
+            .expect("name")
+            .read()
+            .await
+            .expect("read");
+        let second = b
+            .read_write(name)
+            .expect("name")
+            .read()
+            .await
+            .expect("read");
         let writer = Locker::new(connect(&server).await)
             .read_write(name)
             .expect("name");
@@ -65,7 +75,12 @@ async fn read_write_lock() {
         drop((first, second));
         waiting.await.expect("the writer").expect("written");
 
-        let write = a.read_write(name).expect("name").write().await.expect("write");
+        let write = a
+            .read_write(name)
+            .expect("name")
+            .write()
+            .await
+            .expect("write");
         let lock = backend.describe(name).await.expect("describe");
         assert_eq!(lock.layout, Layout::ReadWrite);
         assert_eq!(lock.mode, Some(RwMode::Write));
@@ -259,7 +274,7 @@ async fn semaphore_and_latch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_cluster() {
     let cluster = lock_testkit::RedisCluster::start(3, 0).expect("start a cluster");
-    let backend = RedisBackend::cluster_builder(cluster.urls())
+    let backend = RedisBackend::builder(lock_redis::RedisTarget::cluster(cluster.urls()))
         .connect()
         .await
         .expect("connect");

@@ -1,5 +1,5 @@
-//! Backends made from the application's own redis-rs settings (`RedisBackend::builder_from_client`,
-//! `builder_from_info`, `cluster_builder_from_info`, `sentinel_builder_from_info`), against real
+//! Backends made from the application's own redis-rs settings (a `redis::Client` or a
+//! `ConnectionInfo` as the `RedisTarget` of one server, a cluster's seeds or Sentinels), against real
 //! servers: every setting of the `Client` / `ConnectionInfo` reaches every connection the
 //! backend makes, which the servers' `CLIENT LIST` shows (user, database, protocol), and the
 //! keys land in the database the info names. Over TLS, a client's own certificates are used,
@@ -139,7 +139,7 @@ fn a_client_keeps_its_user_and_database() {
         .expect("client");
         let backend = || async {
             Locker::new(
-                RedisBackend::builder_from_client(client.clone())
+                RedisBackend::builder(client.clone())
                     .connect()
                     .await
                     .expect("connect with the client"),
@@ -177,7 +177,7 @@ fn a_resp3_info_locks_and_wakes_waiters() {
         add_user(&server);
         let info = with_settings(info_of(&server.url()), 0, ProtocolVersion::RESP3);
         let backend = || async {
-            RedisBackend::builder_from_info(info.clone())
+            RedisBackend::builder(info.clone())
                 .connect()
                 .await
                 .expect("connect with the info")
@@ -254,7 +254,7 @@ fn a_tls_setting_on_a_plain_client_is_refused_before_io() {
         vec![(
             "a CA bundle on a plain client",
             "is not reached over TLS",
-            RedisBackend::builder_from_client(client).tls_ca_pem(certs.ca_pem()),
+            RedisBackend::builder(client).tls_ca_pem(certs.ca_pem()),
         )]
     }));
 }
@@ -286,36 +286,36 @@ mod tls {
                 (
                     "the builder's CA on a client with its own",
                     "of its own",
-                    RedisBackend::builder_from_client(own.clone()).tls_ca_pem(certs.ca_pem()),
+                    RedisBackend::builder(own.clone()).tls_ca_pem(certs.ca_pem()),
                 ),
                 (
                     "the builder's identity on an info with its own certificates",
                     "of its own",
-                    RedisBackend::builder_from_info(own.get_connection_info().clone())
+                    RedisBackend::builder(own.get_connection_info().clone())
                         .tls_client_identity(certs.client_cert_pem(), certs.client_key_pem()),
                 ),
                 (
                     "an info that checks no certificate",
                     "`#insecure`",
-                    RedisBackend::builder_from_info(info_of(&format!(
-                        "rediss://{address}/#insecure"
-                    ))),
+                    RedisBackend::builder(info_of(&format!("rediss://{address}/#insecure"))),
                 ),
             ];
             #[cfg(feature = "cluster")]
             cases.push((
                 "a cluster seed with certificates of its own",
                 "nodes found through it",
-                RedisBackend::cluster_builder_from_info([own.get_connection_info().clone()]),
+                RedisBackend::builder(lock_redis::RedisTarget::cluster([own
+                    .get_connection_info()
+                    .clone()])),
             ));
             #[cfg(feature = "sentinel")]
             cases.push((
                 "a Sentinel with certificates of its own",
                 "nodes found through it",
-                RedisBackend::sentinel_builder_from_info(
+                RedisBackend::builder(lock_redis::RedisTarget::sentinel(
                     [own.get_connection_info().clone()],
                     "mymaster",
-                ),
+                )),
             ));
             cases
         }));
@@ -349,7 +349,7 @@ mod tls {
             .expect("TLS client");
             let from_client = || async {
                 Locker::new(
-                    RedisBackend::builder_from_client(own.clone())
+                    RedisBackend::builder(own.clone())
                         .connect()
                         .await
                         .expect("connect with the TLS client"),
@@ -370,7 +370,7 @@ mod tls {
             // An info without certificates: the builder's are added.
             let from_info = || async {
                 Locker::new(
-                    RedisBackend::builder_from_info(info.clone())
+                    RedisBackend::builder(info.clone())
                         .tls_ca_pem(certs.ca_pem())
                         .tls_client_identity(certs.client_cert_pem(), certs.client_key_pem())
                         .connect()
@@ -417,7 +417,7 @@ fn a_cluster_from_connection_infos() {
             .collect();
         let backend = || async {
             Locker::new(
-                RedisBackend::cluster_builder_from_info(seeds.clone())
+                RedisBackend::builder(lock_redis::RedisTarget::cluster(seeds.clone()))
                     .connect()
                     .await
                     .expect("connect with the seeds"),
@@ -464,10 +464,13 @@ fn a_sentinel_service_from_connection_infos() {
             .collect();
         let backend = || async {
             Locker::new(
-                RedisBackend::sentinel_builder_from_info(sentinels.clone(), group.service())
-                    .connect()
-                    .await
-                    .expect("connect through the Sentinels"),
+                RedisBackend::builder(lock_redis::RedisTarget::sentinel(
+                    sentinels.clone(),
+                    group.service(),
+                ))
+                .connect()
+                .await
+                .expect("connect through the Sentinels"),
             )
         };
         let primary = group.primary().expect("the primary");

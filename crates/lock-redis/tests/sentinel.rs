@@ -24,13 +24,16 @@ struct Sentinel {
 }
 
 async fn backend(group: &SentinelGroup, kind: LockKind) -> RedisBackend {
-    RedisBackend::sentinel_builder(group.sentinel_urls(), group.service())
-        .lock_kind(kind)
-        .notifications(NotificationMode::PubSub)
-        .command_timeout(Duration::from_secs(2))
-        .connect()
-        .await
-        .expect("connect through the Sentinels")
+    RedisBackend::builder(lock_redis::RedisTarget::sentinel(
+        group.sentinel_urls(),
+        group.service(),
+    ))
+    .lock_kind(kind)
+    .notifications(NotificationMode::PubSub)
+    .command_timeout(Duration::from_secs(2))
+    .connect()
+    .await
+    .expect("connect through the Sentinels")
 }
 
 impl Harness for Sentinel {

@@ -70,11 +70,13 @@ impl Tls {
         let builder = match &self.target {
             Target::Single(url) => RedisBackend::builder(url.as_str()),
             #[cfg(feature = "cluster")]
-            Target::Cluster(seeds) => RedisBackend::cluster_builder(seeds.iter().cloned()),
-            #[cfg(feature = "sentinel")]
-            Target::Sentinel(sentinels, service) => {
-                RedisBackend::sentinel_builder(sentinels.iter().cloned(), service.as_str())
+            Target::Cluster(seeds) => {
+                RedisBackend::builder(lock_redis::RedisTarget::cluster(seeds.iter().cloned()))
             }
+            #[cfg(feature = "sentinel")]
+            Target::Sentinel(sentinels, service) => RedisBackend::builder(
+                lock_redis::RedisTarget::sentinel(sentinels.iter().cloned(), service.as_str()),
+            ),
         };
         let builder = builder
             .tls_ca_pem(self.ca.clone())
@@ -266,9 +268,14 @@ fn every_builder(url: &str) -> Vec<RedisBackendBuilder> {
     #[allow(unused_mut)] // one item without the cluster and sentinel features
     let mut builders = vec![RedisBackend::builder(url)];
     #[cfg(feature = "cluster")]
-    builders.push(RedisBackend::cluster_builder([url]));
+    builders.push(RedisBackend::builder(lock_redis::RedisTarget::cluster([
+        url,
+    ])));
     #[cfg(feature = "sentinel")]
-    builders.push(RedisBackend::sentinel_builder([url], "service"));
+    builders.push(RedisBackend::builder(lock_redis::RedisTarget::sentinel(
+        [url],
+        "service",
+    )));
     builders
 }
 

@@ -10,11 +10,12 @@ use crate::backend::options::{
     NotificationMode, ShardedPubSub,
 };
 use crate::backend::redis_backend::RedisBackend;
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
+use crate::backend::target::RedisNode;
+use crate::backend::target::{RedisTarget, Target};
 use crate::call::{Calls, Scripting};
 use crate::connection::pubsub::Notifications;
 use crate::connection::source::Source;
-#[cfg(any(feature = "cluster", feature = "sentinel"))]
-use crate::connection::tls::has_own_certificates;
 use crate::connection::tls::{Tls, TlsSettings};
 use crate::connection::{Connection, Manners, probe};
 use crate::kind::fast::NativeDelete;
@@ -43,10 +44,9 @@ use crate::wire::replication::ReplicaAck;
 ///
 /// # Your own connection settings
 ///
-/// Besides URLs, the builder takes redis-rs's own description of a server, so settings made in
-/// code stay as they are: [`RedisBackend::builder_from_client`] (a `redis::Client`),
-/// [`RedisBackend::builder_from_info`] (a `redis::ConnectionInfo`),
-/// [`RedisBackend::cluster_builder_from_info`] and [`RedisBackend::sentinel_builder_from_info`].
+/// Besides URLs, [`RedisBackend::builder`] takes redis-rs's own description of a server, so
+/// settings made in code stay as they are: a `redis::Client` or a `redis::ConnectionInfo`, for
+/// one server, a cluster's seeds or a service's Sentinels (see [`RedisNode`](crate::RedisNode)).
 /// The address, database, username and password, protocol (RESP2 or RESP3), TCP settings and
 /// TLS of the info are kept for every connection the backend makes to that server: commands and
 /// release notifications (which always speak RESP3, to receive pushes). These types are
@@ -64,7 +64,7 @@ use crate::wire::replication::ReplicaAck;
 /// without the old one fenced, and a retried script could apply twice. So none is accepted;
 /// give the `Client` or `ConnectionInfo` you would have made it from. On a cluster, likewise,
 /// the backend makes its own `ClusterClient` with redis-rs's retries off (see
-/// [`RedisBackend::cluster_builder_from_info`]). See `docs/deployments.md`, "Connections".
+/// [`RedisTarget::cluster`](crate::RedisTarget::cluster)). See `docs/deployments.md`, "Connections".
 #[derive(Clone, Debug)]
 pub struct RedisBackendBuilder {
     target: Target,
@@ -93,67 +93,6 @@ enum Listen {
 }
 
 /// Where the backend connects.
-#[derive(Clone, Debug)]
-enum Target {
-    /// One server.
-    Standalone(Endpoint),
-    /// A Redis Cluster, from these seeds.
-    #[cfg(feature = "cluster")]
-    Cluster(Vec<Endpoint>),
-    /// The primary of a Sentinel service.
-    #[cfg(feature = "sentinel")]
-    Sentinel {
-        sentinels: Vec<Endpoint>,
-        service: String,
-        /// Username and password for the data nodes (the Sentinels' own are in their URLs).
-        node_auth: Option<(Option<String>, String)>,
-    },
-}
-
-/// One server as the application names it: a URL (parsed by [`connect`](RedisBackendBuilder::connect),
-/// so a bad one is an error there), or redis-rs's own connection info (from a `redis::Client`
-/// or a `ConnectionInfo`), used as it is.
-#[derive(Clone, Debug)]
-enum Endpoint {
-    Url(String),
-    // Boxed: a `ConnectionInfo` (with its TLS parameters) is several times a `String`.
-    Info(Box<redis::ConnectionInfo>),
-}
-
-impl Endpoint {
-    /// A client of this server, with the builder's TLS settings (see [`Tls::open_info`] for
-    /// how they combine with the info's own).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidConfig`], as [`Tls::open`] and [`Tls::open_info`].
-    fn open(&self, tls: &Tls) -> Result<redis::Client> {
-        match self {
-            Endpoint::Url(url) => tls.open(url),
-            Endpoint::Info(info) => tls.open_info(info.as_ref().clone()),
-        }
-    }
-
-    /// Refuses connection info that carries its own TLS certificates where redis-rs would use
-    /// them for this one connection only (a cluster's seeds, a Sentinel service's Sentinels):
-    /// the nodes found through them would be reached without them.
-    #[cfg(any(feature = "cluster", feature = "sentinel"))]
-    fn check_shared_tls(&self, what: &str) -> Result<()> {
-        match self {
-            Endpoint::Info(info) if has_own_certificates(info) => Err(Error::InvalidConfig {
-                reason: format!(
-                    "the connection info of {what} {} carries TLS certificates of its own \
-                     (`redis::Client::build_with_tls`), which redis-rs would not use for the \
-                     nodes found through it: give them with `tls_ca_pem` / \
-                     `tls_client_identity` instead",
-                    info.addr()
-                ),
-            }),
-            _ => Ok(()),
-        }
-    }
-}
-
 impl RedisBackendBuilder {
     /// A builder for `target` with the default settings.
     fn new(target: Target) -> Self {
@@ -305,7 +244,7 @@ impl RedisBackendBuilder {
     /// use lock_redis::RedisBackend;
     ///
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// let backend = RedisBackend::cluster_builder(["rediss://127.0.0.1:7000/"])
+    /// let backend = RedisBackend::builder(crate::RedisTarget::cluster(["rediss://127.0.0.1:7000/"]))
     ///     .tls_ca_pem(std::fs::read("ca.crt")?)
     ///     .tls_client_identity(std::fs::read("client.crt")?, std::fs::read("client.key")?)
     ///     .connect()
@@ -562,263 +501,38 @@ impl RedisBackendBuilder {
 }
 
 impl RedisBackend {
-    /// A builder for a backend at `url` (`redis://[user:password@]host:port[/db]`, or `rediss://`
-    /// with a TLS feature).
-    #[must_use]
-    pub fn builder(url: impl Into<String>) -> RedisBackendBuilder {
-        RedisBackendBuilder::new(Target::Standalone(Endpoint::Url(url.into())))
-    }
-
-    /// A builder for a backend on the server of `client`, an application's own
-    /// `redis::Client`, with every setting of its connection info kept (address, database,
-    /// username and password, RESP2 or RESP3, TCP settings, TLS): for an application that
-    /// already builds its client in code, or shares it with its own data connections.
-    ///
-    /// The backend opens its own connections from the client (commands and release
-    /// notifications, each replaced and fenced by the backend itself: see the
-    /// [reconnect contract](RedisBackendBuilder#reconnect-contract-why-not-a-connectionmanager)),
-    /// so connections the application makes from the same client are not shared with it. The
-    /// same as [`builder_from_info`](Self::builder_from_info) with the client's info.
-    ///
-    /// TLS: a client made with `redis::Client::build_with_tls` keeps its certificates; setting
-    /// [`tls_ca_pem`](RedisBackendBuilder::tls_ca_pem) or
-    /// [`tls_client_identity`](RedisBackendBuilder::tls_client_identity) as well is an
-    /// [`Error::InvalidConfig`] from [`connect`](RedisBackendBuilder::connect), as is either on
-    /// a client that is not on TLS. On a `rediss://` client without certificates of its own
-    /// (`Client::open("rediss://…")`) they are added, as for a URL.
+    /// A builder for a backend on `target`: one server (a URL, a `redis::Client`, a
+    /// `ConnectionInfo`), a Redis Cluster ([`RedisTarget::cluster`]) or the primary of a
+    /// Sentinel service ([`RedisTarget::sentinel`]). Nothing is checked or connected until
+    /// [`connect`](RedisBackendBuilder::connect).
     ///
     /// # Example
     ///
     /// ```no_run
-    /// use lock_redis::RedisBackend;
-    /// use lock_redis::redis::{self, ProtocolVersion};
-    ///
-    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// let client = redis::Client::open("redis://locks:secret@127.0.0.1:6379/3?protocol=resp3")?;
-    /// assert_eq!(client.get_connection_info().redis_settings().protocol(), ProtocolVersion::RESP3);
-    /// let backend = RedisBackend::builder_from_client(client.clone()).connect().await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn builder_from_client(client: redis::Client) -> RedisBackendBuilder {
-        Self::builder_from_info(client.get_connection_info().clone())
-    }
-
-    /// A builder for a backend on the server described by `info`, redis-rs's
-    /// `ConnectionInfo`, with every setting kept (address, database, username and password,
-    /// RESP2 or RESP3, TCP settings, TLS), as
-    /// [`builder_from_client`](Self::builder_from_client) does with a client's.
-    ///
-    /// It takes a `ConnectionInfo`, not `impl IntoConnectionInfo`: a URL goes to
-    /// [`builder`](Self::builder), which checks it in [`connect`](RedisBackendBuilder::connect)
-    /// with the rest of the settings, while a `ConnectionInfo` is one already.
-    ///
-    /// # Example
-    ///
-    /// ```no_run
-    /// use lock_redis::RedisBackend;
-    /// use lock_redis::redis::{ConnectionAddr, IntoConnectionInfo, ProtocolVersion};
-    ///
-    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// let info = ConnectionAddr::Tcp("127.0.0.1".into(), 6379).into_connection_info()?;
-    /// let settings = info
-    ///     .redis_settings()
-    ///     .clone()
-    ///     .set_db(2)
-    ///     .set_username("locks")
-    ///     .set_password("secret")
-    ///     .set_protocol(ProtocolVersion::RESP3);
-    /// let backend = RedisBackend::builder_from_info(info.set_redis_settings(settings))
-    ///     .connect()
-    ///     .await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn builder_from_info(info: redis::ConnectionInfo) -> RedisBackendBuilder {
-        RedisBackendBuilder::new(Target::Standalone(Endpoint::Info(Box::new(info))))
-    }
-
-    /// A builder for a backend on a Redis Cluster, found from `seeds` (URLs of any of its
-    /// nodes, `redis://[user:password@]host:port`; one is enough, more survive one being down).
-    ///
-    /// Every lock call goes to the primary serving its lock's slot (all keys and the channel of
-    /// one lock share it), following `MOVED` and `ASK`; calls do not share pipelines. Release
-    /// notifications follow [`ShardedPubSub`] (by default both plain pub/sub, through the first
-    /// seed, and sharded pub/sub, on each channel's node). See `docs/deployments.md` for what a
-    /// lock guarantees on a cluster.
-    ///
-    /// # Example
-    ///
-    /// ```no_run
+    /// use std::time::Duration;
     /// use lock_redis::RedisBackend;
     ///
     /// # async fn demo() -> Result<(), lock_core::Error> {
-    /// let backend = RedisBackend::cluster_builder(["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"])
+    /// let backend = RedisBackend::builder("redis://127.0.0.1:6379/")
+    ///     .command_timeout(Duration::from_secs(1))
     ///     .connect()
     ///     .await?;
     /// # Ok(())
     /// # }
     /// ```
-    #[cfg(feature = "cluster")]
     #[must_use]
-    pub fn cluster_builder<S: Into<String>>(
-        seeds: impl IntoIterator<Item = S>,
-    ) -> RedisBackendBuilder {
-        RedisBackendBuilder::new(Target::Cluster(
-            seeds
-                .into_iter()
-                .map(|seed| Endpoint::Url(seed.into()))
-                .collect(),
-        ))
+    pub fn builder(target: impl Into<RedisTarget>) -> RedisBackendBuilder {
+        RedisBackendBuilder::new(target.into().0)
     }
 
-    /// A builder for a backend on a Redis Cluster found from `seeds` given as redis-rs
-    /// `ConnectionInfo`s (as [`cluster_builder`](Self::cluster_builder) with URLs). redis-rs
-    /// takes the username, password, protocol and database of the first seed for every node,
-    /// and refuses seeds that disagree (an [`Error::InvalidConfig`] from
+    /// Connects to `target` with the default settings (as [`builder`](Self::builder) then
     /// [`connect`](RedisBackendBuilder::connect)).
-    ///
-    /// Not a `redis::cluster::ClusterClient`: the backend builds its own with redis-rs's
-    /// retries off, on purpose. redis-rs resends a request whose connection dropped, and a
-    /// lock script resent after it ran would apply twice (a hold counted twice, a release
-    /// taking an outer hold too); the backend resends only on answers that prove the request
-    /// did not run (`MOVED`, `ASK`, `TRYAGAIN`, …). A client made elsewhere could not promise
-    /// that.
-    ///
-    /// TLS: the nodes found through the seeds get only the builder's certificates
-    /// ([`tls_ca_pem`](RedisBackendBuilder::tls_ca_pem),
-    /// [`tls_client_identity`](RedisBackendBuilder::tls_client_identity)), never a seed's, so
-    /// a seed made with `redis::Client::build_with_tls` is an [`Error::InvalidConfig`]: give
-    /// `rediss` seeds without certificates and the certificates to the builder.
-    ///
-    /// # Example
-    ///
-    /// ```no_run
-    /// use lock_redis::RedisBackend;
-    /// use lock_redis::redis::{ConnectionAddr, IntoConnectionInfo};
-    ///
-    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// let seeds = [7000, 7001].map(|port| {
-    ///     let info = ConnectionAddr::Tcp("127.0.0.1".into(), port).into_connection_info()?;
-    ///     let settings = info.redis_settings().clone().set_username("locks").set_password("secret");
-    ///     Ok::<_, lock_redis::redis::RedisError>(info.set_redis_settings(settings))
-    /// });
-    /// let backend = RedisBackend::cluster_builder_from_info(seeds.into_iter().collect::<Result<Vec<_>, _>>()?)
-    ///     .connect()
-    ///     .await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[cfg(feature = "cluster")]
-    #[must_use]
-    pub fn cluster_builder_from_info(
-        seeds: impl IntoIterator<Item = redis::ConnectionInfo>,
-    ) -> RedisBackendBuilder {
-        RedisBackendBuilder::new(Target::Cluster(
-            seeds
-                .into_iter()
-                .map(|seed| Endpoint::Info(Box::new(seed)))
-                .collect(),
-        ))
-    }
-
-    /// A builder for a backend on the primary of the Sentinel service `service`, found through
-    /// `sentinels` (URLs of the Sentinels, `redis://[user:password@]host:port`, with the
-    /// Sentinels' own credentials).
-    ///
-    /// The primary is looked up when connecting and again whenever the command connection is
-    /// replaced: after an I/O error or a timeout, and when the server answers `READONLY` (it
-    /// was demoted by a failover; the command did not run and is sent again to the new
-    /// primary). See `docs/deployments.md` for what a lock guarantees behind Sentinels.
-    ///
-    /// # Example
-    ///
-    /// ```no_run
-    /// use lock_redis::RedisBackend;
-    ///
-    /// # async fn demo() -> Result<(), lock_core::Error> {
-    /// let backend = RedisBackend::sentinel_builder(
-    ///     ["redis://127.0.0.1:26379/", "redis://127.0.0.1:26380/"],
-    ///     "mymaster",
-    /// )
-    /// .sentinel_node_auth(None, "data-node-password")
-    /// .connect()
-    /// .await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[cfg(feature = "sentinel")]
-    #[must_use]
-    pub fn sentinel_builder<S: Into<String>>(
-        sentinels: impl IntoIterator<Item = S>,
-        service: impl Into<String>,
-    ) -> RedisBackendBuilder {
-        RedisBackendBuilder::new(Target::Sentinel {
-            sentinels: sentinels
-                .into_iter()
-                .map(|sentinel| Endpoint::Url(sentinel.into()))
-                .collect(),
-            service: service.into(),
-            node_auth: None,
-        })
-    }
-
-    /// A builder for a backend on the primary of the Sentinel service `service`, found through
-    /// `sentinels` given as redis-rs `ConnectionInfo`s (as
-    /// [`sentinel_builder`](Self::sentinel_builder) with URLs). The infos describe the
-    /// Sentinels themselves (their address, credentials, TLS); the data nodes' credentials are
-    /// [`sentinel_node_auth`](RedisBackendBuilder::sentinel_node_auth), and the database and
-    /// protocol of the data nodes are redis-rs's defaults (0, RESP2).
-    ///
-    /// TLS: the data nodes a Sentinel names get only the builder's certificates, never a
-    /// Sentinel's, so a Sentinel info made with `redis::Client::build_with_tls` is an
-    /// [`Error::InvalidConfig`]: give `rediss` infos without certificates and the certificates
-    /// to the builder.
-    ///
-    /// # Example
-    ///
-    /// ```no_run
-    /// use lock_redis::RedisBackend;
-    /// use lock_redis::redis::{ConnectionAddr, IntoConnectionInfo};
-    ///
-    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// let sentinels = [26379, 26380]
-    ///     .map(|port| ConnectionAddr::Tcp("127.0.0.1".into(), port).into_connection_info());
-    /// let backend = RedisBackend::sentinel_builder_from_info(
-    ///     sentinels.into_iter().collect::<Result<Vec<_>, _>>()?,
-    ///     "mymaster",
-    /// )
-    /// .sentinel_node_auth(None, "data-node-password")
-    /// .connect()
-    /// .await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[cfg(feature = "sentinel")]
-    #[must_use]
-    pub fn sentinel_builder_from_info(
-        sentinels: impl IntoIterator<Item = redis::ConnectionInfo>,
-        service: impl Into<String>,
-    ) -> RedisBackendBuilder {
-        RedisBackendBuilder::new(Target::Sentinel {
-            sentinels: sentinels
-                .into_iter()
-                .map(|sentinel| Endpoint::Info(Box::new(sentinel)))
-                .collect(),
-            service: service.into(),
-            node_auth: None,
-        })
-    }
-
-    /// Connects with the default settings.
     ///
     /// # Errors
     ///
     /// As [`RedisBackendBuilder::connect`].
-    pub async fn connect(url: impl Into<String>) -> Result<RedisBackend> {
-        Self::builder(url).connect().await
+    pub async fn connect(target: impl Into<RedisTarget>) -> Result<RedisBackend> {
+        Self::builder(target).connect().await
     }
 }
 
@@ -989,7 +703,7 @@ async fn has_sharded_pubsub(connection: &Connection, timeout: Duration) -> Resul
 /// client of each seed (for notifications).
 #[cfg(feature = "cluster")]
 fn cluster_client(
-    seeds: &[Endpoint],
+    seeds: &[RedisNode],
     connect_timeout: Duration,
     tls: &Tls,
 ) -> Result<(redis::cluster::ClusterClient, Vec<redis::Client>)> {
@@ -1023,7 +737,7 @@ fn cluster_client(
 /// The source of a Sentinel service's primary.
 #[cfg(feature = "sentinel")]
 fn sentinel_source(
-    sentinels: &[Endpoint],
+    sentinels: &[RedisNode],
     service: &str,
     node_auth: Option<&(Option<String>, String)>,
     tls: &Tls,

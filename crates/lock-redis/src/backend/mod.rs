@@ -13,3 +13,4 @@ pub(crate) mod permits;
 pub(crate) mod redis_backend;
 pub(crate) mod rwlock;
 mod semaphore;
+pub(crate) mod target;

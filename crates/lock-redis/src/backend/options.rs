@@ -42,7 +42,7 @@ pub enum NotificationMode {
 /// # async fn demo() -> Result<(), lock_core::Error> {
 /// use lock_redis::{RedisBackend, ShardedPubSub};
 ///
-/// let backend = RedisBackend::cluster_builder(["redis://127.0.0.1:7000/"])
+/// let backend = RedisBackend::builder(crate::RedisTarget::cluster(["redis://127.0.0.1:7000/"]))
 ///     .sharded_pubsub(ShardedPubSub::On)
 ///     .connect()
 ///     .await?;
