@@ -21,7 +21,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::{Election, LockOptions};
+use lock_core::{LockOptions, Locker};
 use lock_redis::RedisBackend;
 use tokio::sync::Notify;
 
@@ -96,17 +96,17 @@ pub async fn run(
     for &lease in &config.leases {
         let name = format!("{prefix}:w10:resign:{}", lease_label(lease));
         let options = LockOptions::new().watchdog_lease(lease);
-        let leader = Election::new(RedisBackend::connect(url).await?);
-        let waiter = Election::new(RedisBackend::connect(url).await?);
+        let leader = Locker::new(RedisBackend::connect(url).await?).election(&name)?;
+        let waiter = Locker::new(RedisBackend::connect(url).await?).election(&name)?;
         let before = probe.snapshot().await?;
         let started = Instant::now();
         let mut tally = Tally::new();
         for _ in 0..config.handovers.max(1) {
-            let leadership = leader.campaign_with(&name, "leader", &options).await?;
+            let leadership = leader.campaign_with("leader", &options).await?;
             let waiting = {
-                let (waiter, name, options) = (waiter.clone(), name.clone(), options.clone());
+                let (waiter, options) = (waiter.clone(), options.clone());
                 tokio::spawn(async move {
-                    let won = waiter.campaign_with(&name, "waiter", &options).await;
+                    let won = waiter.campaign_with("waiter", &options).await;
                     (Instant::now(), won)
                 })
             };
@@ -170,8 +170,8 @@ async fn crash_once(url: &str, name: &str, lease: Duration) -> Result<Duration, 
                 .map_err(|error| error.to_string())?;
             let led = runtime.block_on(async {
                 let backend = RedisBackend::connect(url.as_str()).await?;
-                let election = Election::new(backend);
-                let leadership = election.campaign_with(&name, "leader", &options).await?;
+                let election = Locker::new(backend).election(&name)?;
+                let leadership = election.campaign_with("leader", &options).await?;
                 let _ = granted.send(());
                 kill.notified().await;
                 // The crash: nothing is given back; the runtime's end below stops the watchdog
@@ -187,11 +187,11 @@ async fn crash_once(url: &str, name: &str, lease: Duration) -> Result<Duration, 
         let failed = tokio::task::spawn_blocking(move || leader.join()).await?;
         return Err(format!("W10: the leader never led: {failed:?}").into());
     }
-    let waiter = Election::new(RedisBackend::connect(url).await?);
+    let waiter = Locker::new(RedisBackend::connect(url).await?).election(name)?;
     let waiting = {
-        let (name, options) = (name.to_owned(), options.clone());
+        let options = options.clone();
         tokio::spawn(async move {
-            let won = waiter.campaign_with(&name, "waiter", &options).await;
+            let won = waiter.campaign_with("waiter", &options).await;
             (Instant::now(), won)
         })
     };

@@ -5,8 +5,8 @@
 //!
 //! Rows, each on a name (and connections) of its own:
 //!
-//! - `distlock-read`: `RwLocker<RedisBackend>::read` with the default settings (watchdog lease,
-//!   pub/sub release notifications), then `guard.release()`;
+//! - `distlock-read`: `ReadWriteLock<RedisBackend>::read` with the default settings (watchdog
+//!   lease, pub/sub release notifications), then `guard.release()`;
 //! - `distlock-exclusive`: the same 64 tasks on `Locker<RedisBackend>::lock` of the plain
 //!   (reentrant, `RLock`) lock of one name: what the read lock buys over the exclusive lock,
 //!   whose tasks queue for the one hold;
@@ -34,7 +34,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use lock_core::{Locker, ReleaseOutcome, RwLocker};
+use lock_core::{Locker, ReadWriteLock, ReleaseOutcome};
 use lock_redis::RedisBackend;
 use redis::aio::MultiplexedConnection;
 use redis::{PushInfo, PushKind, Script, Value};
@@ -545,7 +545,8 @@ pub fn requests(counters: &Counters, ops: u64, client_dels: u64) -> f64 {
 /// One row's client.
 #[derive(Clone)]
 enum Client {
-    Read(RwLocker<RedisBackend>),
+    /// The read-write lock of the row's name.
+    Read(ReadWriteLock<RedisBackend>),
     Exclusive(Locker<RedisBackend>),
     Raw(RawRwLock),
 }
@@ -563,8 +564,8 @@ impl Client {
     async fn pair(&self, name: &str, thread: u64) -> Result<Duration, BenchError> {
         let sent = Instant::now();
         match self {
-            Client::Read(locks) => {
-                let guard = locks.read(name).await?;
+            Client::Read(lock) => {
+                let guard = lock.read().await?;
                 let took = sent.elapsed();
                 released(guard.release().await?)?;
                 Ok(took)
@@ -622,7 +623,9 @@ async fn connect(url: &str, prefix: &str) -> Result<Vec<Row>, BenchError> {
     for name in ["distlock-read", "distlock-exclusive", "raw-scripts"] {
         let key = format!("{prefix}:w8:{name}");
         let client = match name {
-            "distlock-read" => Client::Read(RwLocker::new(RedisBackend::connect(url).await?)),
+            "distlock-read" => {
+                Client::Read(Locker::new(RedisBackend::connect(url).await?).read_write(&key)?)
+            }
             "distlock-exclusive" => {
                 Client::Exclusive(Locker::new(RedisBackend::connect(url).await?))
             }

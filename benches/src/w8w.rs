@@ -13,21 +13,21 @@
 //! `reader_wait_p99_us` the readers' lock call (they wait while the writer holds). The server and
 //! client costs are spread over every pair of the row, reads and writes (`cost_per` `pair`).
 //!
-//! Rows, each on a name (and connections) of its own: `distlock-writer` (`RwLocker<RedisBackend>`:
-//! `read` for the readers, `write_with` and a bounded wait for the writer) and `raw-scripts`
-//! (Redisson's `RReadWriteLock` scripts on a raw client, waiting as Redisson's `lock()` and
-//! `tryLock(waitTime)` do; see [`RawRwLock`]), the writer on the readers' client; and
-//! `distlock-writer-preferring`, the writer apart on a `RwLocker::writer_preferring` (waiting, it
-//! holds new readers back); `distlock-writer-apart` and `raw-scripts-apart`, the same with the
-//! writer on a client (its
-//! connections, its notifications) of its own, as a writer in another process would be.
+//! Rows, each on a name (and connections) of its own: `distlock-writer`
+//! (`ReadWriteLock<RedisBackend>`: `read` for the readers, `write_with` and a bounded wait for the
+//! writer) and `raw-scripts` (Redisson's `RReadWriteLock` scripts on a raw client, waiting as
+//! Redisson's `lock()` and `tryLock(waitTime)` do; see [`RawRwLock`]), the writer on the readers'
+//! client; and `distlock-writer-preferring`, the writer apart on a lock made with
+//! `ReadWriteLock::prefer_writers` (waiting, it holds new readers back); `distlock-writer-apart`
+//! and `raw-scripts-apart`, the same with the writer on a client (its connections, its
+//! notifications) of its own, as a writer in another process would be.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use lock_core::{Error, LockOptions, RwLocker};
+use lock_core::{Error, LockOptions, Locker, ReadWriteLock};
 use lock_redis::RedisBackend;
 
 use crate::contenders::BenchError;
@@ -62,7 +62,8 @@ pub struct Config {
 /// One row's client.
 #[derive(Clone)]
 enum Client {
-    Distlock(RwLocker<RedisBackend>),
+    /// The read-write lock of the row's name.
+    Distlock(ReadWriteLock<RedisBackend>),
     Raw(RawRwLock),
 }
 
@@ -86,16 +87,11 @@ struct WriterTally {
 
 impl Client {
     /// One reader turn: read lock, hold, release. Returns the lock call's wait.
-    async fn read_turn(
-        &self,
-        key: &str,
-        thread: u64,
-        hold: Duration,
-    ) -> Result<Duration, BenchError> {
+    async fn read_turn(&self, thread: u64, hold: Duration) -> Result<Duration, BenchError> {
         let sent = Instant::now();
         match self {
-            Client::Distlock(locks) => {
-                let guard = locks.read(key).await?;
+            Client::Distlock(lock) => {
+                let guard = lock.read().await?;
                 let waited = sent.elapsed();
                 tokio::time::sleep(hold).await;
                 released(guard.release().await?)?;
@@ -115,15 +111,14 @@ impl Client {
     /// whether it was taken and how long it waited.
     async fn write_turn(
         &self,
-        key: &str,
         hold: Duration,
         give_up: Duration,
     ) -> Result<(bool, Duration), BenchError> {
         let sent = Instant::now();
         match self {
-            Client::Distlock(locks) => {
+            Client::Distlock(lock) => {
                 let options = LockOptions::new().wait(give_up);
-                match locks.write_with(key, &options).await {
+                match lock.write_with(&options).await {
                     Ok(guard) => {
                         let waited = sent.elapsed();
                         tokio::time::sleep(hold).await;
@@ -158,12 +153,9 @@ impl Client {
 async fn connect(url: &str, key: &str, raw: bool, prefer: bool) -> Result<Client, BenchError> {
     Ok(if raw {
         Client::Raw(RawRwLock::connect(url, key).await?)
-    } else if prefer {
-        Client::Distlock(RwLocker::writer_preferring(
-            RedisBackend::connect(url).await?,
-        ))
     } else {
-        Client::Distlock(RwLocker::new(RedisBackend::connect(url).await?))
+        let lock = Locker::new(RedisBackend::connect(url).await?).read_write(key)?;
+        Client::Distlock(if prefer { lock.prefer_writers() } else { lock })
     })
 }
 
@@ -180,7 +172,7 @@ pub async fn run(
         ("raw-scripts", true, false, false),
         ("distlock-writer-apart", false, true, false),
         ("raw-scripts-apart", true, true, false),
-        // The writer on a client of its own made with `RwLocker::writer_preferring`: waiting,
+        // The writer on a client of its own, its lock made with `prefer_writers`: waiting,
         // it holds new readers back.
         ("distlock-writer-preferring", false, true, true),
     ] {
@@ -205,7 +197,7 @@ pub async fn run(
         };
         let dels_before = sent();
         let before = probe.snapshot().await?;
-        let (readers, writer) = row(&client, &writer_client, &key, config).await?;
+        let (readers, writer) = row(&client, &writer_client, config).await?;
         for client in clients {
             if let Some(raw) = client.raw() {
                 raw.settle().await;
@@ -257,14 +249,12 @@ pub async fn run(
 async fn row(
     client: &Client,
     writer_client: &Client,
-    key: &str,
     config: Config,
 ) -> Result<(Vec<ReaderTally>, WriterTally), BenchError> {
     let stop = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..config.readers)
         .map(|reader| {
             let client = client.clone();
-            let key = key.to_owned();
             let stop = stop.clone();
             let thread = reader as u64;
             tokio::spawn(async move {
@@ -273,7 +263,7 @@ async fn row(
                     wait: new_histogram(),
                 };
                 while !stop.load(Ordering::Acquire) {
-                    let waited = client.read_turn(&key, thread, config.hold).await?;
+                    let waited = client.read_turn(thread, config.hold).await?;
                     record(&mut tally.wait, waited);
                     tally.pairs += 1;
                 }
@@ -284,7 +274,6 @@ async fn row(
     tokio::time::sleep(READERS_FIRST).await;
     let writer = {
         let client = writer_client.clone();
-        let key = key.to_owned();
         tokio::spawn(async move {
             let started = Instant::now();
             let mut tally = WriterTally {
@@ -295,7 +284,7 @@ async fn row(
                 elapsed: Duration::ZERO,
             };
             while started.elapsed() < config.duration {
-                let (taken, waited) = client.write_turn(&key, config.hold, config.give_up).await?;
+                let (taken, waited) = client.write_turn(config.hold, config.give_up).await?;
                 record(&mut tally.wait, waited);
                 tally.attempts += 1;
                 if taken {
