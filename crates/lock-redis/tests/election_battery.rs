@@ -95,7 +95,9 @@ async fn candidate(
     let resource = FencedResource::connect(&resource)
         .await
         .expect("connect to the resource");
-    let election = Locker::new(backend).election(ELECTION).expect("a valid name");
+    let election = Locker::new(backend)
+        .election(ELECTION)
+        .expect("a valid name");
     let options = LockOptions::new().watchdog_lease(LEASE);
     let value = format!("process-{process}");
     loop {

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures_util::StreamExt;
 use lock_core::fair_backend::QUEUE_TIMEOUT;
 use lock_core::{FairLock, FairState, LockOptions, Locker};
-use lock_redis::redis::{self, aio::MultiplexedConnection};
 use lock_redis::RedisBackend;
+use lock_redis::redis::{self, aio::MultiplexedConnection};
 use lock_testkit::conformance::{fresh_name, run};
 use lock_testkit::{RedisServer, SharedFixture};
 

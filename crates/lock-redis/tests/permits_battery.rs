@@ -267,8 +267,7 @@ fn permits_stay_bounded_under_faults() {
                 let (mut samples, mut wrong) = (0usize, Vec::new());
                 while Instant::now() < until {
                     if let Ok(Ok(state)) =
-                        tokio::time::timeout(Duration::from_millis(500), observer.state())
-                            .await
+                        tokio::time::timeout(Duration::from_millis(500), observer.state()).await
                     {
                         samples += 1;
                         let total = state.available.unwrap_or(0)
