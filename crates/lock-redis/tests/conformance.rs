@@ -1,5 +1,6 @@
-//! The conformance suite against a real Redis (or Valkey) server, with pub/sub notifications and
-//! with the polling fallback, for both lock kinds; and the semaphore suite.
+//! Every conformance suite against a real Redis (or Valkey) server with pub/sub notifications;
+//! the lock and semaphore suites again with the polling fallback, and the lock suite on the
+//! fast lock with each.
 
 use lock_redis::{LockKind, NotificationMode, RedisBackend};
 use lock_testkit::RedisServer;
@@ -36,11 +37,13 @@ fn start_kind(notifications: NotificationMode, kind: LockKind) -> Redis {
     }
 }
 
+/// Every suite with release notifications by pub/sub (the default).
 mod pubsub {
     use super::*;
-    lock_testkit::conformance_tests!(start(NotificationMode::PubSub));
+    lock_testkit::family_conformance_tests!(start(NotificationMode::PubSub));
 }
 
+/// The lock and the semaphore with polling waiters instead of notifications.
 mod polling {
     use super::*;
     lock_testkit::conformance_tests!(start(NotificationMode::Polling(
@@ -48,6 +51,14 @@ mod polling {
     )));
 }
 
+mod semaphore_polling {
+    use super::*;
+    lock_testkit::semaphore_conformance_tests!(start(NotificationMode::Polling(
+        std::time::Duration::from_millis(50)
+    )));
+}
+
+/// The fast lock (`SET NX`), with each kind of waiting.
 mod fast_pubsub {
     use super::*;
     lock_testkit::conformance_tests!(start_kind(NotificationMode::PubSub, LockKind::Fast));
@@ -59,64 +70,4 @@ mod fast_polling {
         NotificationMode::Polling(std::time::Duration::from_millis(50)),
         LockKind::Fast
     ));
-}
-
-mod semaphore_pubsub {
-    use super::*;
-    lock_testkit::semaphore_conformance_tests!(start(NotificationMode::PubSub));
-}
-
-mod semaphore_polling {
-    use super::*;
-    lock_testkit::semaphore_conformance_tests!(start(NotificationMode::Polling(
-        std::time::Duration::from_millis(50)
-    )));
-}
-
-/// The write side of the read-write locks: an exclusive lock, so the whole lock suite holds.
-struct WriteSide(Redis);
-
-impl Harness for WriteSide {
-    type Backend = lock_redis::RedisWriteSide;
-
-    async fn client(&self) -> lock_redis::RedisWriteSide {
-        use lock_core::ReadWriteBackend;
-        self.0.client().await.write_side()
-    }
-}
-
-mod rw_write_side {
-    use super::*;
-    lock_testkit::conformance_tests!(WriteSide(start(NotificationMode::PubSub)));
-}
-
-mod latch_pubsub {
-    use super::*;
-    lock_testkit::latch_conformance_tests!(start(NotificationMode::PubSub));
-}
-
-mod permits_pubsub {
-    use super::*;
-    lock_testkit::permit_conformance_tests!(start(NotificationMode::PubSub));
-}
-
-mod rwlock_pubsub {
-    use super::*;
-    lock_testkit::rw_conformance_tests!(start(NotificationMode::PubSub));
-}
-
-mod fair_pubsub {
-    use super::*;
-    lock_testkit::fair_conformance_tests!(start(NotificationMode::PubSub));
-}
-
-mod fair_side {
-    use super::*;
-    use lock_testkit::fair_conformance::FairSide;
-    lock_testkit::conformance_tests!(FairSide(start(NotificationMode::PubSub)));
-}
-
-mod election_pubsub {
-    use super::*;
-    lock_testkit::election_conformance_tests!(start(NotificationMode::PubSub));
 }

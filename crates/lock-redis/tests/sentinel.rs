@@ -51,57 +51,15 @@ fn start(kind: LockKind) -> Sentinel {
     }
 }
 
+/// Every suite behind the Sentinels, on the reentrant lock.
 mod reentrant {
     use super::*;
-    lock_testkit::conformance_tests!(start(LockKind::Reentrant));
+    lock_testkit::family_conformance_tests!(start(LockKind::Reentrant));
 }
 
 mod fast {
     use super::*;
     lock_testkit::conformance_tests!(start(LockKind::Fast));
-}
-
-mod semaphore {
-    use super::*;
-    lock_testkit::semaphore_conformance_tests!(start(LockKind::Reentrant));
-}
-
-mod election {
-    use super::*;
-    lock_testkit::election_conformance_tests!(start(LockKind::Reentrant));
-}
-
-mod fair {
-    use super::*;
-    lock_testkit::fair_conformance_tests!(start(LockKind::Reentrant));
-}
-
-mod fair_side {
-    use super::*;
-    use lock_testkit::fair_conformance::FairSide;
-    lock_testkit::conformance_tests!(FairSide(start(LockKind::Reentrant)));
-}
-
-mod rwlock {
-    use super::*;
-    lock_testkit::rw_conformance_tests!(start(LockKind::Reentrant));
-}
-
-mod write_side {
-    use super::*;
-    lock_testkit::conformance_tests!(lock_testkit::rw_conformance::WriteSide(start(
-        LockKind::Reentrant
-    )));
-}
-
-mod permits {
-    use super::*;
-    lock_testkit::permit_conformance_tests!(start(LockKind::Reentrant));
-}
-
-mod latch {
-    use super::*;
-    lock_testkit::latch_conformance_tests!(start(LockKind::Reentrant));
 }
 
 /// A lock held under the watchdog while the Sentinels fail over (coordinated: the replica has

@@ -53,6 +53,7 @@ pub mod flaky;
 pub mod history;
 pub mod latch_conformance;
 pub mod leftovers;
+pub mod matrix;
 pub mod nodes;
 pub mod permit_conformance;
 pub mod proxy;
