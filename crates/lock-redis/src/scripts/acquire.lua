@@ -10,6 +10,7 @@
 -- from another request's.)
 -- Each branch makes as few calls as it can: a first hold is EXISTS, HSET, PEXPIRE.
 --#include next_fencing_token
+--#include reenter
 
 -- The token comes before any write: if its key is unusable (WRONGTYPE), the script fails
 -- before writing.
@@ -21,13 +22,8 @@ if redis.call('exists', KEYS[1]) == 0 then
     return {ARGV[4], 1, 1, token}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local token = next_fencing_token(KEYS[2], ARGV[3], ARGV[1])
-    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    -- A re-entry only ever lengthens the lease: a nested hold with a shorter lease must not cut
-    -- short the outer holds (whose guards count on their own, longer validity).
-    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
-        redis.call('pexpire', KEYS[1], ARGV[1])
-    end
+    -- A re-entry only ever lengthens the lease (see reenter).
+    local count, token = reenter(KEYS[1], ARGV[2], ARGV[1], KEYS[2], ARGV[3])
     return {ARGV[4], 1, count, token}
 end
 return {ARGV[4], 0, redis.call('pttl', KEYS[1])}

@@ -9,6 +9,7 @@
 -- Returns {request id, 1, hold count, token or 0} when granted, {request id, 0, pttl} otherwise.
 --#include next_fencing_token
 --#include announce
+--#include reenter
 
 if redis.call('exists', KEYS[1]) == 0 then
     local token = next_fencing_token(KEYS[2], ARGV[3], ARGV[1])
@@ -22,10 +23,9 @@ if redis.call('exists', KEYS[1]) == 0 then
     return {ARGV[7], 1, 1, token}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local token = next_fencing_token(KEYS[2], ARGV[3], ARGV[1])
-    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
-        redis.call('pexpire', KEYS[1], ARGV[1])
+    local count, token, lengthened = reenter(KEYS[1], ARGV[2], ARGV[1], KEYS[2], ARGV[3])
+    -- The leader values live as long as the lock.
+    if lengthened then
         redis.call('pexpire', KEYS[3], ARGV[1])
     end
     return {ARGV[7], 1, count, token}

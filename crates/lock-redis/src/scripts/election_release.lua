@@ -10,26 +10,12 @@
 -- Returns {request id, -1} when the owner holds nothing (nothing changed), else {request id,
 -- the owner's holds left} (0: nobody leads).
 --#include announce
-local held = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
-if held == nil then
-    return {ARGV[7], -1}
+--#include give_back
+-- The leader values live as long as the lock: lengthened with it.
+local left, gone = give_back(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), KEYS[2])
+if not gone then
+    return {ARGV[7], left}
 end
-local keep = held - 1
-if ARGV[2] ~= '' then
-    keep = tonumber(ARGV[2])
-    if held <= keep then
-        return {ARGV[7], held}
-    end
-end
-if keep > 0 then
-    redis.call('hset', KEYS[1], ARGV[1], keep)
-    if ARGV[2] == '' and redis.call('pttl', KEYS[1]) < tonumber(ARGV[3]) then
-        redis.call('pexpire', KEYS[1], ARGV[3])
-        redis.call('pexpire', KEYS[2], ARGV[3])
-    end
-    return {ARGV[7], keep}
-end
-redis.call('hdel', KEYS[1], ARGV[1])
 redis.call('hdel', KEYS[2], ARGV[1])
 if redis.call('exists', KEYS[1]) == 0 then
     for _, channel in ipairs({ARGV[4], ARGV[5]}) do

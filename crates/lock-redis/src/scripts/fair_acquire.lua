@@ -10,6 +10,7 @@
 -- Returns {request id, 1, hold count, token or 0} when granted, {request id, 0, ms to wait at
 -- most before trying again} otherwise.
 --#include next_fencing_token
+--#include reenter
 
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -46,11 +47,7 @@ if redis.call('exists', KEYS[1]) == 0 then
     end
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local token = next_fencing_token(KEYS[4], ARGV[3], ARGV[1])
-    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
-        redis.call('pexpire', KEYS[1], ARGV[1])
-    end
+    local count, token = reenter(KEYS[1], ARGV[2], ARGV[1], KEYS[4], ARGV[3])
     return {ARGV[6], 1, count, token}
 end
 

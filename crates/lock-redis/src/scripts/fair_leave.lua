@@ -6,16 +6,13 @@
 -- ARGV[1] owner field, ARGV[2] the lock's channel, ARGV[3] how to announce ('p', 's', 'b'),
 -- ARGV[4] request id
 -- Returns {request id, 1} when it was queued, {request id, 0} otherwise.
---#include announce
+--#include wake_head
 local head = redis.call('lindex', KEYS[2], 0)
 redis.call('zrem', KEYS[3], ARGV[1])
 if redis.call('lrem', KEYS[2], 0, ARGV[1]) == 0 then
     return {ARGV[4], 0}
 end
 if head == ARGV[1] and redis.call('exists', KEYS[1]) == 0 then
-    local next = redis.call('lindex', KEYS[2], 0)
-    if next ~= false then
-        announce(ARGV[3], ARGV[2] .. ':' .. next, '0')
-    end
+    wake_head(KEYS[2], ARGV[3], ARGV[2])
 end
 return {ARGV[4], 1}

@@ -9,30 +9,13 @@
 -- ('p', 's', 'b'), ARGV[6] request id
 -- Returns {request id, -1} when the owner holds nothing (nothing changed), else {request id,
 -- the owner's holds left} (0: the lock is free).
---#include announce
-local held = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
-if held == nil then
-    return {ARGV[6], -1}
+--#include wake_head
+--#include give_back
+local left, gone = give_back(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]))
+if not gone then
+    return {ARGV[6], left}
 end
-local keep = held - 1
-if ARGV[2] ~= '' then
-    keep = tonumber(ARGV[2])
-    if held <= keep then
-        return {ARGV[6], held}
-    end
-end
-if keep > 0 then
-    redis.call('hset', KEYS[1], ARGV[1], keep)
-    if ARGV[2] == '' and redis.call('pttl', KEYS[1]) < tonumber(ARGV[3]) then
-        redis.call('pexpire', KEYS[1], ARGV[3])
-    end
-    return {ARGV[6], keep}
-end
-redis.call('hdel', KEYS[1], ARGV[1])
 if redis.call('exists', KEYS[1]) == 0 then
-    local head = redis.call('lindex', KEYS[2], 0)
-    if head ~= false then
-        announce(ARGV[5], ARGV[4] .. ':' .. head, '0')
-    end
+    wake_head(KEYS[2], ARGV[5], ARGV[4])
 end
 return {ARGV[6], 0}

@@ -4,19 +4,7 @@
 -- request id
 -- Returns {request id, then one 1 (renewed) or 0 (not ours any more) per key}.
 -- A key that is not a string (the name lapsed and was re-taken by the reentrant lock, or
--- written by someone else) is not ours: it answers 0 and is left alone. Checked with TYPE
--- first, because GET on it would raise WRONGTYPE and fail the whole call, leaving every other
--- lease of the call unrenewed.
-local renewed = {ARGV[2 * #KEYS + 1]}
-for i = 1, #KEYS do
-    if redis.call('type', KEYS[i])['ok'] == 'string'
-        and redis.call('get', KEYS[i]) == ARGV[2 * i - 1] then
-        if redis.call('pttl', KEYS[i]) < tonumber(ARGV[2 * i]) then
-            redis.call('pexpire', KEYS[i], ARGV[2 * i])
-        end
-        renewed[i + 1] = 1
-    else
-        renewed[i + 1] = 0
-    end
-end
-return renewed
+-- written by someone else) is not ours: it answers 0 and is left alone (see renew_fast_hold).
+--#include renew_each
+--#include renew_fast_hold
+return renew_each(false, renew_fast_hold)

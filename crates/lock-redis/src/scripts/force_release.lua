@@ -4,14 +4,5 @@
 -- release ('p' PUBLISH, 's' SPUBLISH (a cluster's sharded channels), 'b' both), ARGV[4] request id
 -- Returns {request id, 1} when the lock existed, {request id, 0} otherwise. A key of another
 -- type is not a lock and is left alone (WRONGTYPE), as every other lock call does.
---#include announce
-local kind = redis.call('type', KEYS[1])['ok']
-if kind == 'none' then
-    return {ARGV[4], 0}
-end
-if kind ~= 'hash' then
-    return redis.error_reply('WRONGTYPE the key holds a ' .. kind .. ', not a lock')
-end
-redis.call('del', KEYS[1])
-announce(ARGV[3], ARGV[1], ARGV[2])
-return {ARGV[4], 1}
+--#include delete_typed
+return delete_typed(KEYS[1], 'hash', 'lock', ARGV[4], ARGV[3], ARGV[1], ARGV[2])

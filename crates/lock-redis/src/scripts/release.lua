@@ -9,6 +9,7 @@
 -- The last hold (the usual case) is HGET, DEL, PUBLISH: no count is written for a key that is
 -- deleted next. The announcement: fragments/announce.lua.
 --#include announce
+--#include lengthen
 local held = redis.call('hget', KEYS[1], ARGV[2])
 if not held then
     return {ARGV[6], -1}
@@ -16,9 +17,7 @@ end
 if tonumber(held) > 1 then
     local count = redis.call('hincrby', KEYS[1], ARGV[2], -1)
     -- Never shorten the lease of the remaining holds.
-    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
-        redis.call('pexpire', KEYS[1], ARGV[1])
-    end
+    lengthen(KEYS[1], tonumber(ARGV[1]))
     return {ARGV[6], count}
 end
 redis.call('del', KEYS[1])

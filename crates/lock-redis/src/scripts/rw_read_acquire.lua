@@ -10,14 +10,8 @@
 -- downgrade: write mode held by this owner), {request id, 0, ms to wait at most} otherwise.
 -- While a writer-preferring writer waits, an owner holding nothing gets no read hold.
 --#include next_fencing_token
-
--- The timeout keys of one owner's read holds, as Redisson names them (suffixName).
-local function timeout_prefix(field)
-    if string.find(KEYS[1], '{', 1, true) then
-        return KEYS[1] .. ':' .. field .. ':rwlock_timeout'
-    end
-    return '{' .. KEYS[1] .. '}:' .. field .. ':rwlock_timeout'
-end
+--#include lengthen
+--#include read_timeout_prefix
 
 local mode = redis.call('hget', KEYS[1], 'mode')
 
@@ -44,18 +38,16 @@ if mode == false then
     end
     local token = next_fencing_token(KEYS[2], ARGV[4], ARGV[1])
     redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
-    redis.call('set', timeout_prefix(ARGV[2]) .. ':1', 1, 'px', ARGV[1])
+    redis.call('set', read_timeout_prefix(KEYS[1], ARGV[2]) .. ':1', 1, 'px', ARGV[1])
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {ARGV[5], 1, 1, token}
 end
 if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
     local token = next_fencing_token(KEYS[2], ARGV[4], ARGV[1])
     local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('set', timeout_prefix(ARGV[2]) .. ':' .. count, 1, 'px', ARGV[1])
+    redis.call('set', read_timeout_prefix(KEYS[1], ARGV[2]) .. ':' .. count, 1, 'px', ARGV[1])
     -- Only lengthen: the other holds count on their own leases.
-    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
-        redis.call('pexpire', KEYS[1], ARGV[1])
-    end
+    lengthen(KEYS[1], tonumber(ARGV[1]))
     return {ARGV[5], 1, count, token}
 end
 return {ARGV[5], 0, redis.call('pttl', KEYS[1])}

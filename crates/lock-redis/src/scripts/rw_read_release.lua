@@ -10,13 +10,9 @@
 -- lives on as long as the longest read hold still alive, and goes (announced with 0, waking
 -- one waiter) when none is, unless its writer still holds it.
 --#include announce
-
-local function timeout_prefix(field)
-    if string.find(KEYS[1], '{', 1, true) then
-        return KEYS[1] .. ':' .. field .. ':rwlock_timeout'
-    end
-    return '{' .. KEYS[1] .. '}:' .. field .. ':rwlock_timeout'
-end
+--#include lengthen
+--#include read_timeout_prefix
+--#include longest_read_hold
 
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
@@ -36,7 +32,7 @@ end
 -- Give back the holds whose leases end first (an expired one first of all), never one a live
 -- guard with a longer lease counts on; the last number takes a freed one, so the keys stay
 -- numbered 1..count as Redisson expects.
-local prefix = timeout_prefix(ARGV[1])
+local prefix = read_timeout_prefix(KEYS[1], ARGV[1])
 for n = held, keep + 1, -1 do
     local first, shortest = n, nil
     for k = 1, n do
@@ -56,23 +52,11 @@ else
     redis.call('hdel', KEYS[1], ARGV[1])
 end
 if redis.call('hlen', KEYS[1]) > 1 then
-    local longest = -3
-    local fields = redis.call('hkeys', KEYS[1])
-    for _, field in ipairs(fields) do
-        local count = tonumber(redis.call('hget', KEYS[1], field))
-        if count then
-            local each = timeout_prefix(field)
-            for k = count, 1, -1 do
-                longest = math.max(longest, redis.call('pttl', each .. ':' .. k))
-            end
-        end
-    end
+    local longest = longest_read_hold(KEYS[1])
     -- In write mode the lock lives as long as the write hold: read holds (the writer's own, a
     -- downgrade) may lengthen it, never shorten it.
     if mode == 'write' then
-        if longest > redis.call('pttl', KEYS[1]) then
-            redis.call('pexpire', KEYS[1], longest)
-        end
+        lengthen(KEYS[1], longest)
         return {ARGV[5], keep}
     end
     if longest > 0 then

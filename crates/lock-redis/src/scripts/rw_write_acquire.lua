@@ -10,6 +10,7 @@
 -- {request id, -1} when the owner holds the read side (an upgrade would wait for itself;
 -- nothing changed), {request id, 0, ms to wait at most} otherwise.
 --#include next_fencing_token
+--#include reenter
 
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
@@ -23,11 +24,7 @@ if mode == false then
     return {ARGV[7], 1, 1, token}
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local token = next_fencing_token(KEYS[2], ARGV[4], ARGV[1])
-    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
-        redis.call('pexpire', KEYS[1], ARGV[1])
-    end
+    local count, token = reenter(KEYS[1], ARGV[2], ARGV[1], KEYS[2], ARGV[4])
     return {ARGV[7], 1, count, token}
 end
 if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then

@@ -11,48 +11,20 @@
 -- every waiter (Redisson announces only the first: its readers waiting on a downgraded lock
 -- wake on their timers).
 --#include announce
-local function timeout_prefix(field)
-    if string.find(KEYS[1], '{', 1, true) then
-        return KEYS[1] .. ':' .. field .. ':rwlock_timeout'
-    end
-    return '{' .. KEYS[1] .. '}:' .. field .. ':rwlock_timeout'
-end
-
+--#include give_back
+--#include longest_read_hold
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' then
     return {ARGV[6], -1}
 end
-local held = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
-if held == nil then
-    return {ARGV[6], -1}
+local left, gone = give_back(KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]))
+if not gone then
+    return {ARGV[6], left}
 end
-local keep = held - 1
-if ARGV[2] ~= '' then
-    keep = tonumber(ARGV[2])
-    if held <= keep then
-        return {ARGV[6], held}
-    end
-end
-if keep > 0 then
-    redis.call('hset', KEYS[1], ARGV[1], keep)
-    if ARGV[2] == '' and redis.call('pttl', KEYS[1]) < tonumber(ARGV[3]) then
-        redis.call('pexpire', KEYS[1], ARGV[3])
-    end
-    return {ARGV[6], keep}
-end
-redis.call('hdel', KEYS[1], ARGV[1])
 -- Read holds left (a downgrade): the lock lives on in read mode as long as the longest of them,
 -- not the write lease (where Redisson keeps the write lease); none alive: it goes.
 local longest = -3
 if redis.call('hlen', KEYS[1]) > 1 then
-    for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
-        local count = tonumber(redis.call('hget', KEYS[1], field))
-        if count then
-            local each = timeout_prefix(field)
-            for k = count, 1, -1 do
-                longest = math.max(longest, redis.call('pttl', each .. ':' .. k))
-            end
-        end
-    end
+    longest = longest_read_hold(KEYS[1])
 end
 if longest > 0 then
     redis.call('hset', KEYS[1], 'mode', 'read')

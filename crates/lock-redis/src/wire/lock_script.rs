@@ -5,7 +5,9 @@ use redis::{Cmd, Script};
 
 /// Rules every script that needs them shares, written once in `scripts/fragments/`: a script
 /// names one with a line `--#include <name>`, which [`assemble`] replaces by the fragment (a
-/// Lua `local function` of that name) when the script is first used.
+/// Lua `local function` of that name) when the script is first used. A fragment may include
+/// others the same way, above its own function; each is spliced in once per script, before
+/// its first user (a Lua local is seen only below its definition).
 const FRAGMENTS: &[(&str, &str)] = &[
     (
         "announce",
@@ -15,9 +17,59 @@ const FRAGMENTS: &[(&str, &str)] = &[
         "next_fencing_token",
         include_str!("../scripts/fragments/next_fencing_token.lua"),
     ),
+    (
+        "lengthen",
+        include_str!("../scripts/fragments/lengthen.lua"),
+    ),
+    (
+        "wake_head",
+        include_str!("../scripts/fragments/wake_head.lua"),
+    ),
+    ("reenter", include_str!("../scripts/fragments/reenter.lua")),
+    (
+        "give_back",
+        include_str!("../scripts/fragments/give_back.lua"),
+    ),
+    (
+        "delete_typed",
+        include_str!("../scripts/fragments/delete_typed.lua"),
+    ),
+    (
+        "read_timeout_prefix",
+        include_str!("../scripts/fragments/read_timeout_prefix.lua"),
+    ),
+    (
+        "longest_read_hold",
+        include_str!("../scripts/fragments/longest_read_hold.lua"),
+    ),
+    (
+        "renew_each",
+        include_str!("../scripts/fragments/renew_each.lua"),
+    ),
+    (
+        "renew_hold",
+        include_str!("../scripts/fragments/renew_hold.lua"),
+    ),
+    (
+        "renew_fast_hold",
+        include_str!("../scripts/fragments/renew_fast_hold.lua"),
+    ),
+    (
+        "renew_leadership",
+        include_str!("../scripts/fragments/renew_leadership.lua"),
+    ),
+    (
+        "renew_read_holds",
+        include_str!("../scripts/fragments/renew_read_holds.lua"),
+    ),
+    (
+        "renew_permits",
+        include_str!("../scripts/fragments/renew_permits.lua"),
+    ),
 ];
 
-/// `source` with each `--#include <name>` line replaced by that fragment.
+/// `source` with each `--#include <name>` line replaced by that fragment, itself assembled;
+/// a fragment already spliced in is not spliced again.
 ///
 /// # Panics
 ///
@@ -25,19 +77,27 @@ const FRAGMENTS: &[(&str, &str)] = &[
 /// script is assembled there).
 fn assemble(source: &str) -> String {
     let mut assembled = String::with_capacity(source.len() + 1024);
+    splice(source, &mut assembled, &mut Vec::new());
+    assembled
+}
+
+/// Appends `source` to `assembled`, its includes spliced in unless `spliced` names them.
+fn splice(source: &str, assembled: &mut String, spliced: &mut Vec<&'static str>) {
     for line in source.split_inclusive('\n') {
         match line.trim_end().strip_prefix("--#include ") {
             Some(name) => {
-                let (_, fragment) = FRAGMENTS
+                let &(name, fragment) = FRAGMENTS
                     .iter()
                     .find(|(fragment, _)| *fragment == name.trim())
                     .unwrap_or_else(|| panic!("no Lua fragment named {name:?}"));
-                assembled.push_str(fragment);
+                if !spliced.contains(&name) {
+                    spliced.push(name);
+                    splice(fragment, assembled, spliced);
+                }
             }
             None => assembled.push_str(line),
         }
     }
-    assembled
 }
 
 /// One lock script: sent by hash (`EVALSHA`), or whole (`EVAL`) when the server does not have
@@ -129,18 +189,41 @@ mod tests {
         files
     }
 
+    /// The Lua identifiers of `lua`'s code, comments left out, in order.
+    fn identifiers(lua: &str) -> Vec<&str> {
+        lua.lines()
+            .map(|line| line.split("--").next().unwrap_or_default())
+            .flat_map(|code| code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+            .filter(|word| !word.is_empty())
+            .collect()
+    }
+
     #[test]
     fn every_include_names_a_fragment_and_is_replaced() {
         for (path, text) in script_files() {
             let assembled = assemble(&text);
             assert!(!assembled.contains("--#include"), "{path}");
+            let words = identifiers(&assembled);
             for (name, _) in FRAGMENTS {
-                let defined = assembled.contains(&format!("local function {name}("));
-                let called = text.contains(&format!("{name}("));
-                assert_eq!(
-                    defined, called,
-                    "{path}: {name} included exactly where it is called"
-                );
+                let definition = format!("local function {name}(");
+                let defined = assembled.matches(&definition).count();
+                let named = words.iter().filter(|word| *word == name).count();
+                assert!(defined <= 1, "{path}: {name} spliced in {defined} times");
+                if defined == 0 {
+                    assert_eq!(named, 0, "{path}: {name} called but not included");
+                } else {
+                    assert!(named >= 2, "{path}: {name} included but never called");
+                    // Defined above every call: a Lua local is seen only below it.
+                    let first = words.iter().position(|word| word == name);
+                    let function = words
+                        .windows(3)
+                        .position(|w| w == ["local", "function", *name])
+                        .map(|at| at + 2);
+                    assert_eq!(
+                        first, function,
+                        "{path}: {name} called above its definition"
+                    );
+                }
             }
             if text.starts_with("#!") {
                 assert_eq!(
