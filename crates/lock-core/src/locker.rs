@@ -16,7 +16,7 @@ use crate::options::{Lease, LockOptions};
 use crate::owner::Owner;
 use crate::shared::LockerShared;
 use crate::telemetry;
-use crate::waiter::{Granted, LockAttempts, Waiter};
+use crate::waiter::{LockAttempts, Waiter, Won};
 
 /// Takes locks from one backend: the entry point of the API.
 ///
@@ -215,7 +215,7 @@ impl<B: LockBackend> Locker<B> {
         // Counted at once (no await between the winning attempt and here): the grant's place
         // in line is given up only then.
         let acquired = acquired.map(|won| {
-            won.map(|Granted { grant, sent_at }| Granted {
+            won.map(|Won { grant, sent_at }| Won {
                 grant: grant.count(),
                 sent_at,
             })
@@ -332,10 +332,10 @@ impl<B: LockBackend> Locker<B> {
         &self,
         key: HoldKey,
         lease: Lease,
-        granted: Granted<crate::contract::Grant>,
+        granted: Won<crate::contract::Grant>,
         token: F::Token,
     ) -> LockGuard<B, F> {
-        let Granted { grant, sent_at } = granted;
+        let Won { grant, sent_at } = granted;
         let valid_until = sent_at
             + lease
                 .duration()

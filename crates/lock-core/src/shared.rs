@@ -113,7 +113,7 @@ impl<B: LockBackend> LockerShared<B> {
         }
         match self.backend.try_acquire(request).await {
             Ok(AcquireOutcome::Acquired(grant)) => {
-                Ok(Attempted::Granted(PendingGrant { grant, claim: call }))
+                Ok(Attempted::Won(PendingGrant { grant, claim: call }))
             }
             Ok(AcquireOutcome::Held { ttl }) => {
                 call.done();
@@ -295,8 +295,8 @@ impl<B: LockBackend> LockerShared<B> {
 
 /// What one acquire attempt came to.
 pub(crate) enum Attempted<B: LockBackend> {
-    /// Granted: to be counted by making its guard.
-    Granted(PendingGrant<B>),
+    /// Won: to be counted by making its guard.
+    Won(PendingGrant<B>),
     /// Held by another owner ([`AcquireOutcome::Held`]); nothing to undo.
     Held { ttl: Option<Duration> },
     /// No single holder ([`AcquireOutcome::Contended`]); nothing to undo.

@@ -37,7 +37,7 @@ pub(crate) enum Tried<T> {
 impl<B: LockBackend> From<Attempted<B>> for Tried<PendingGrant<B>> {
     fn from(attempted: Attempted<B>) -> Self {
         match attempted {
-            Attempted::Granted(grant) => Tried::Won(grant),
+            Attempted::Won(grant) => Tried::Won(grant),
             Attempted::Held { ttl } => Tried::Busy {
                 recheck: ttl,
                 pass_on: false,
@@ -177,8 +177,10 @@ impl ErrorStreak {
     }
 }
 
-/// A won attempt.
-pub(crate) struct Granted<T> {
+/// A won attempt: what it won ([`Attempts::Won`]: the lock's pending grant, the permits left)
+/// and when it was sent. "Won" is the waiter's one word for it, from [`Tried::Won`] through
+/// [`Step::Won`] to this.
+pub(crate) struct Won<T> {
     pub grant: T,
     /// When the winning attempt was sent: a lease runs from there.
     pub sent_at: Instant,
@@ -194,7 +196,7 @@ pub(crate) struct Waiter<A: Attempts> {
 /// Where the first attempt leaves the call.
 enum FirstAttempt<T> {
     /// Done: won, or not won and not to wait.
-    Done(Option<Granted<T>>),
+    Done(Option<Won<T>>),
     /// Wait for the lock, after registering for release notifications.
     Wait {
         /// Try again at this instant, not before (`None`: at once, after registering).
@@ -264,7 +266,7 @@ impl<A: Attempts> Waiter<A> {
     /// # Cancel safety
     ///
     /// As [`crate::Locker::lock`].
-    pub async fn acquire(&self) -> Result<Option<Granted<A::Won>>> {
+    pub async fn acquire(&self) -> Result<Option<Won<A::Won>>> {
         let mut unwon = Unwon {
             attempts: &self.attempts,
             settled: false,
@@ -319,7 +321,7 @@ impl<A: Attempts> Waiter<A> {
                 self.no_wait,
                 &mut errors,
             )? {
-                Step::Take(grant) => FirstAttempt::Done(Some(Granted { grant, sent_at })),
+                Step::Won(grant) => FirstAttempt::Done(Some(Won { grant, sent_at })),
                 Step::GiveUp => FirstAttempt::Done(None),
                 // The lock may be free again by now: register, then try again at once.
                 Step::OnRelease { .. } => FirstAttempt::Wait {
@@ -376,7 +378,7 @@ impl<A: Attempts> Waiter<A> {
         mut waiting: Waiting,
         mut sleep_until: Option<Instant>,
         mut errors: ErrorStreak,
-    ) -> Result<Option<Granted<A::Won>>> {
+    ) -> Result<Option<Won<A::Won>>> {
         let deadline = self.deadline;
         loop {
             if let Some(at) = sleep_until.take() {
@@ -396,9 +398,9 @@ impl<A: Attempts> Waiter<A> {
             // error or a given-up wait returning here leave `woken` set, and `Waiting`'s drop
             // hands it on; a retry after a delay hands it on at once.
             let ttl = match next_step::<A>(outcome, now, deadline, false, &mut errors)? {
-                Step::Take(grant) => {
+                Step::Won(grant) => {
                     waiting.woken = false;
-                    return Ok(Some(Granted { grant, sent_at }));
+                    return Ok(Some(Won { grant, sent_at }));
                 }
                 Step::GiveUp => return Ok(None),
                 Step::RetryAt { at, .. } => {
@@ -442,7 +444,7 @@ impl<A: Attempts> Waiter<A> {
 /// What the waiter does after one attempt.
 enum Step<T> {
     /// The attempt won.
-    Take(T),
+    Won(T),
     /// The wait is over without the lock.
     GiveUp,
     /// Held by someone: wait for a release notification, at most this long (the holder's TTL).
@@ -490,7 +492,7 @@ fn next_step<A: Attempts>(
                 .is_none_or(|since| now.saturating_duration_since(since) < ERRORS_RIDDEN_THROUGH),
         };
     match outcome {
-        Ok(Tried::Won(won)) => Ok(Step::Take(won)),
+        Ok(Tried::Won(won)) => Ok(Step::Won(won)),
         Ok(_) if out_of_time => Ok(Step::GiveUp),
         Ok(Tried::Busy { recheck, pass_on }) => Ok(Step::OnRelease {
             ttl: recheck,
