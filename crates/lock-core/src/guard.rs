@@ -60,7 +60,7 @@ use crate::telemetry;
 #[clippy::has_significant_drop]
 pub struct LockGuard<B: LockBackend, F: Fencing = Unfenced> {
     locker: Arc<LockerShared<B>>,
-    /// Name, owner, lease and lease status, shared with the watchdog and the hold book.
+    /// Name, owner, lease and lease status, shared with the watchdog and the order book.
     hold: Arc<Hold>,
     hold_count: u32,
     fencing_token: F::Token,
@@ -107,7 +107,7 @@ impl<B: LockBackend> LockGuard<B, Fenced> {
 }
 
 impl<B: LockBackend, F: Fencing> LockGuard<B, F> {
-    /// The guard of a granted `hold`, already counted in the hold book (and registered with the
+    /// The guard of a granted `hold`, already counted in the order book (and registered with the
     /// watchdog as `watchdog_id` in watchdog mode).
     pub(crate) fn new(
         locker: Arc<LockerShared<B>>,
