@@ -244,13 +244,16 @@ def main():
         built = sorted({package for variant in variants for package in variant.packages})
     else:
         built = None
+    directories = workspace_packages()
     for variant in variants:
-        outside = [package for package in variant.packages or [] if built and package not in built]
+        # A misspelt package would otherwise just run nothing against that server.
+        outside = [package for package in variant.packages or []
+                   if package not in (built or directories)]
         if outside:
-            parser.error(f"--server {variant.label}: {', '.join(outside)} not among -p {' -p '.join(built)}")
+            parser.error(f"--server {variant.label}: {', '.join(outside)} not among the packages built "
+                         f"({', '.join(built or sorted(directories))})")
     selection = [arg for package in built for arg in ("-p", package)] if built else ["--workspace"]
     binaries = build(selection, [])
-    directories = workspace_packages() if not args.no_doc else {}
 
     jobs = []
     for variant in variants:
