@@ -58,6 +58,8 @@ const _: () = assert_send_sync_static::<Permits<MemoryBackend>>();
 const _: () = assert_send_sync_static::<Semaphore<MemoryBackend>>();
 const _: () = assert_send_sync_static::<CountDownLatch<MemoryBackend>>();
 const _: () = assert_send_sync_static::<Election<MemoryBackend>>();
+const _: () = assert_send_sync_static::<Leadership<MemoryBackend>>();
+const _: () = assert_send_sync_static::<LeaderObserver<MemoryBackend>>();
 const _: () = assert_send_sync_static::<Locker<Arc<dyn DynLockBackend>>>();
 const _: () = assert_send_sync::<dyn DynLockBackend>();
 
