@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use lock_core::{
     AcquireOutcome, AcquireRequest, CampaignBackend, ElectionBackend, Leader, LockBackend,
-    LockState, ReleaseOutcome, ReleaseWatch, RenewOutcome, Renewal, Result,
+    LockState, ReleaseOutcome, ReleaseWatch, Result,
 };
 
 use crate::backend::redis_backend::RedisBackend;
-use crate::kind::{election, reentrant};
+use crate::kind::election::{self, Campaign};
+use crate::kind::family::family_lock_methods;
+use crate::kind::{family, reentrant};
 use crate::wire::keys;
 
 /// The campaign side of a [`RedisBackend`]'s elections (see [`ElectionBackend`]). Made by
@@ -78,13 +80,7 @@ impl CampaignBackend for RedisCampaignSide {
 }
 
 impl LockBackend for RedisCampaignSide {
-    fn client_id(&self) -> &str {
-        self.backend.client_id()
-    }
-
-    fn check_name(&self, name: &str) -> Result<()> {
-        keys::check_name(name)
-    }
+    family_lock_methods!(shared, self, self.backend, Campaign::ANY);
 
     fn kind(&self) -> &'static str {
         "election"
@@ -96,7 +92,8 @@ impl LockBackend for RedisCampaignSide {
             .get(request.owner_field)
             .cloned()
             .unwrap_or_default();
-        election::try_acquire(self.backend.calls(), request, &value).await
+        let campaign = Campaign { value: &value };
+        family::try_acquire(self.backend.calls(), campaign, request).await
     }
 
     async fn release(
@@ -105,7 +102,8 @@ impl LockBackend for RedisCampaignSide {
         owner_field: &str,
         lease: Duration,
     ) -> Result<ReleaseOutcome> {
-        let released = election::release(self.backend.calls(), name, owner_field, lease).await?;
+        let calls = self.backend.calls();
+        let released = family::release(calls, Campaign::ANY, name, owner_field, lease).await?;
         // The leadership is over (or was): its value is not needed any more.
         if !matches!(released, ReleaseOutcome::StillHeld { .. }) {
             self.withdraw(owner_field);
@@ -113,20 +111,12 @@ impl LockBackend for RedisCampaignSide {
         Ok(released)
     }
 
-    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
-        election::renew(self.backend.calls(), renewals).await
-    }
-
     async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
-        election::abandon(self.backend.calls(), name, owner_field, keep).await?;
+        family::abandon(self.backend.calls(), Campaign::ANY, name, owner_field, keep).await?;
         if keep == 0 {
             self.withdraw(owner_field);
         }
         Ok(())
-    }
-
-    async fn force_release(&self, name: &str) -> Result<bool> {
-        election::force_release(self.backend.calls(), name).await
     }
 
     async fn inspect(&self, name: &str) -> Result<LockState> {

@@ -1,15 +1,12 @@
 //! `FairBackend` for [`RedisBackend`]: Redisson's `RFairLock` layout, its fair side
 //! ([`RedisFairSide`]) on the backend's own connection and notifications.
 
-use std::time::Duration;
-
-use lock_core::{
-    AcquireOutcome, AcquireRequest, FairBackend, FairState, LockBackend, LockState, ReleaseOutcome,
-    ReleaseWatch, RenewOutcome, Renewal, Result,
-};
+use lock_core::{FairBackend, FairState, LockBackend, LockState, ReleaseWatch, Result};
 
 use crate::backend::redis_backend::RedisBackend;
-use crate::kind::{fair, reentrant};
+use crate::kind::fair::{self, Fair};
+use crate::kind::family::family_lock_methods;
+use crate::kind::reentrant;
 use crate::wire::keys;
 
 /// The fair side of a [`RedisBackend`]'s locks (see [`FairBackend`]): grants in arrival order,
@@ -47,13 +44,7 @@ impl FairBackend for RedisBackend {
 }
 
 impl LockBackend for RedisFairSide {
-    fn client_id(&self) -> &str {
-        self.0.client_id()
-    }
-
-    fn check_name(&self, name: &str) -> Result<()> {
-        keys::check_name(name)
-    }
+    family_lock_methods!(all, self, self.0, Fair);
 
     fn kind(&self) -> &'static str {
         "fair"
@@ -61,31 +52,6 @@ impl LockBackend for RedisFairSide {
 
     fn queues(&self) -> bool {
         true
-    }
-
-    async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
-        fair::try_acquire(self.0.calls(), request).await
-    }
-
-    async fn release(
-        &self,
-        name: &str,
-        owner_field: &str,
-        lease: Duration,
-    ) -> Result<ReleaseOutcome> {
-        fair::release(self.0.calls(), name, owner_field, lease).await
-    }
-
-    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
-        reentrant::renew(self.0.calls(), renewals).await
-    }
-
-    async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
-        fair::abandon(self.0.calls(), name, owner_field, keep).await
-    }
-
-    async fn force_release(&self, name: &str) -> Result<bool> {
-        fair::force_release(self.0.calls(), name).await
     }
 
     async fn inspect(&self, name: &str) -> Result<LockState> {

@@ -2,15 +2,13 @@
 //! layout, its permit side ([`RedisPermitSide`]) on the backend's own connection and
 //! notifications.
 
-use std::time::Duration;
-
 use lock_core::{
-    AcquireOutcome, AcquireRequest, LeasedSemaphoreBackend, LeasedState, LockBackend, LockState,
-    ReleaseOutcome, ReleaseWatch, RenewOutcome, Renewal, Result,
+    LeasedSemaphoreBackend, LeasedState, LockBackend, LockState, ReleaseWatch, Result,
 };
 
 use crate::backend::redis_backend::RedisBackend;
-use crate::kind::permits;
+use crate::kind::family::family_lock_methods;
+use crate::kind::permits::{self, Permits};
 use crate::wire::keys;
 
 /// The permit side of a [`RedisBackend`]'s semaphores (see [`LeasedSemaphoreBackend`]): each
@@ -47,41 +45,10 @@ impl LeasedSemaphoreBackend for RedisBackend {
 }
 
 impl LockBackend for RedisPermitSide {
-    fn client_id(&self) -> &str {
-        self.0.client_id()
-    }
-
-    fn check_name(&self, name: &str) -> Result<()> {
-        keys::check_name(name)
-    }
+    family_lock_methods!(all, self, self.0, Permits);
 
     fn kind(&self) -> &'static str {
         "permit"
-    }
-
-    async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
-        permits::try_acquire(self.0.calls(), request).await
-    }
-
-    async fn release(
-        &self,
-        name: &str,
-        owner_field: &str,
-        lease: Duration,
-    ) -> Result<ReleaseOutcome> {
-        permits::release(self.0.calls(), name, owner_field, lease).await
-    }
-
-    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
-        permits::renew(self.0.calls(), renewals).await
-    }
-
-    async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
-        permits::abandon(self.0.calls(), name, owner_field, keep).await
-    }
-
-    async fn force_release(&self, name: &str) -> Result<bool> {
-        permits::force_release(self.0.calls(), name).await
     }
 
     async fn inspect(&self, name: &str) -> Result<LockState> {

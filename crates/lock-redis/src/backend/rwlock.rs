@@ -1,14 +1,10 @@
 //! `ReadWriteBackend` for [`RedisBackend`]: Redisson's `RReadWriteLock` layout, its two sides
 //! ([`RedisReadSide`], [`RedisWriteSide`]) on the backend's own connection and notifications.
 
-use std::time::Duration;
-
-use lock_core::{
-    AcquireOutcome, AcquireRequest, LockBackend, LockState, ReadWriteBackend, ReleaseOutcome,
-    ReleaseWatch, RenewOutcome, Renewal, Result, RwState,
-};
+use lock_core::{LockBackend, LockState, ReadWriteBackend, ReleaseWatch, Result, RwState};
 
 use crate::backend::redis_backend::RedisBackend;
+use crate::kind::family::family_lock_methods;
 use crate::kind::rwlock::{self, Side};
 use crate::wire::keys;
 
@@ -76,41 +72,10 @@ impl ReadWriteBackend for RedisBackend {
 macro_rules! side_backend {
     ($side_type:ident, $kind:literal) => {
         impl LockBackend for $side_type {
-            fn client_id(&self) -> &str {
-                self.0.client_id()
-            }
-
-            fn check_name(&self, name: &str) -> Result<()> {
-                keys::check_name(name)
-            }
+            family_lock_methods!(all, self, self.0, self.1);
 
             fn kind(&self) -> &'static str {
                 $kind
-            }
-
-            async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
-                rwlock::try_acquire(self.0.calls(), self.1, request).await
-            }
-
-            async fn release(
-                &self,
-                name: &str,
-                owner_field: &str,
-                lease: Duration,
-            ) -> Result<ReleaseOutcome> {
-                rwlock::release(self.0.calls(), self.1, name, owner_field, lease).await
-            }
-
-            async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
-                rwlock::renew(self.0.calls(), self.1, renewals).await
-            }
-
-            async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
-                rwlock::abandon(self.0.calls(), self.1, name, owner_field, keep).await
-            }
-
-            async fn force_release(&self, name: &str) -> Result<bool> {
-                rwlock::force_release(self.0.calls(), self.1, name).await
             }
 
             async fn inspect(&self, name: &str) -> Result<LockState> {

@@ -3,153 +3,72 @@
 //! lock; leader changes announced on `distlock_leader_channel:{name}`. Every operation one Lua
 //! script.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use lock_core::{
-    AcquireOutcome, AcquireRequest, Leader, ReleaseOutcome, RenewOutcome, Renewal, Result,
-};
+use lock_core::{AcquireRequest, Leader, Result};
 
 use crate::call::Calls;
-use crate::kind::counted::{self, ReleaseCall};
-use crate::kind::{replicated, scripted};
+use crate::kind::family::{GiveBack, Primitive, ScriptCall};
 use crate::wire::announce::Announce;
 use crate::wire::keys;
-use crate::wire::reply::{acquire_outcome, millis, ttl_from_pttl};
+use crate::wire::lock_script::LockScript;
+use crate::wire::reply::{millis, ttl_from_pttl};
 use crate::wire::scripts::{
     ELECTION_ABANDON, ELECTION_ACQUIRE, ELECTION_FORCE_RELEASE, ELECTION_LEADER, ELECTION_RELEASE,
     ELECTION_RENEW, ELECTION_RENEW_ACROSS_SLOTS,
 };
 
-/// `LockBackend::try_acquire` of the campaign side, recording `value` with a first hold.
-pub(crate) async fn try_acquire(
-    calls: &Arc<Calls>,
-    request: AcquireRequest<'_>,
-    value: &str,
-) -> Result<AcquireOutcome> {
-    let token_key = keys::token_key(request.name);
-    let values = keys::election_values(request.name);
-    let channel = keys::election_channel(request.name);
-    let (reply, acknowledged): (Vec<i64>, _) = calls
-        .run_write(
-            request.name,
-            &ELECTION_ACQUIRE,
-            3,
-            calls.call_timeout(Some(request.lease)),
-            |command| {
-                command
-                    .arg(request.name)
-                    .arg(&token_key)
-                    .arg(&values)
-                    .arg(millis(request.lease))
-                    .arg(request.owner_field)
-                    .arg(calls.token_flag(request.fencing))
-                    .arg(value)
-                    .arg(&channel)
-                    .arg(calls.announce().arg());
-            },
-        )
-        .await?;
-    let outcome = acquire_outcome(&reply, request.fencing)?;
-    replicated::grant_stands(calls, request.name, outcome, acknowledged, || {
-        abandon(
-            calls,
-            request.name,
-            request.owner_field,
-            request.known_holds,
-        )
-    })
-    .await
+/// A campaign as a [`Primitive`], with the value it records on a first hold (read by the
+/// acquire only): the lock and the leader values taken, renewed, released and deposed
+/// together.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Campaign<'v> {
+    /// The value the candidate campaigns with.
+    pub value: &'v str,
 }
 
-/// One call of `election_release.lua` for `owner_field`: one hold less (`keep: None`, the rest lengthened
-/// to `lease`) or down to `keep`.
-fn release_call(
-    name: &str,
-    owner_field: &str,
-    keep: Option<u32>,
-    lease: Duration,
-    announce: Announce,
-) -> ReleaseCall {
-    let keep = keep.map_or_else(String::new, |keep| keep.to_string());
-    ReleaseCall {
-        name: name.to_owned(),
-        keys: 2,
-        arguments: vec![
-            name.to_owned(),
-            keys::election_values(name),
-            owner_field.to_owned(),
-            keep,
-            millis(lease).to_string(),
-            keys::channel(name),
-            keys::election_channel(name),
-            announce.arg().to_owned(),
-        ],
+impl Campaign<'static> {
+    /// A campaign whose value no operation reads: all but the acquire.
+    pub(crate) const ANY: Self = Campaign { value: "" };
+}
+
+impl Primitive for Campaign<'_> {
+    fn acquire(self, calls: &Calls, request: &AcquireRequest<'_>) -> ScriptCall {
+        ScriptCall::new(&ELECTION_ACQUIRE, request.name)
+            .key(keys::token_key(request.name))
+            .key(keys::election_values(request.name))
+            .arg(millis(request.lease))
+            .arg(request.owner_field)
+            .arg(calls.token_flag(request.fencing))
+            .arg(self.value)
+            .arg(keys::election_channel(request.name))
+            .arg(calls.announce().arg())
     }
-}
 
-/// `LockBackend::release` of the campaign side.
-pub(crate) async fn release(
-    calls: &Arc<Calls>,
-    name: &str,
-    owner_field: &str,
-    lease: Duration,
-) -> Result<ReleaseOutcome> {
-    let call = release_call(name, owner_field, None, lease, calls.announce());
-    counted::release(calls, &ELECTION_RELEASE, &call).await
-}
+    fn release_scripts(self) -> (&'static LockScript, &'static LockScript) {
+        (&ELECTION_RELEASE, &ELECTION_ABANDON)
+    }
 
-/// `LockBackend::renew` of the campaign side: the lock and the leader values together.
-pub(crate) async fn renew(
-    calls: &Arc<Calls>,
-    renewals: &[Renewal<'_>],
-) -> Result<Vec<RenewOutcome>> {
-    scripted::renew(
-        calls,
-        &ELECTION_RENEW,
-        &ELECTION_RENEW_ACROSS_SLOTS,
-        renewals,
-    )
-    .await
-}
+    fn release(self, call: ScriptCall, give_back: &GiveBack<'_>) -> ScriptCall {
+        call.key(keys::election_values(give_back.name))
+            .arg(give_back.owner_field)
+            .arg(give_back.keep_arg())
+            .arg(millis(give_back.lease))
+            .arg(keys::channel(give_back.name))
+            .arg(keys::election_channel(give_back.name))
+            .arg(give_back.announce.arg())
+    }
 
-/// `LockBackend::abandon` of the campaign side: the release script lowering to `keep`, sent
-/// whole (see [`counted::abandon`]).
-pub(crate) async fn abandon(
-    calls: &Arc<Calls>,
-    name: &str,
-    owner_field: &str,
-    keep: u32,
-) -> Result<()> {
-    let call = release_call(
-        name,
-        owner_field,
-        Some(keep),
-        Duration::ZERO,
-        calls.announce(),
-    );
-    counted::abandon(calls, &ELECTION_ABANDON, call).await
-}
+    fn renew_scripts(self) -> (&'static LockScript, &'static LockScript) {
+        (&ELECTION_RENEW, &ELECTION_RENEW_ACROSS_SLOTS)
+    }
 
-/// `LockBackend::force_release` of the campaign side: deposes the leader.
-pub(crate) async fn force_release(calls: &Calls, name: &str) -> Result<bool> {
-    let (existed,): (i64,) = calls
-        .run(
-            name,
-            &ELECTION_FORCE_RELEASE,
-            2,
-            calls.call_timeout(None),
-            |command| {
-                command
-                    .arg(name)
-                    .arg(keys::election_values(name))
-                    .arg(keys::channel(name))
-                    .arg(keys::election_channel(name))
-                    .arg(calls.announce().arg());
-            },
-        )
-        .await?;
-    Ok(existed == 1)
+    /// Deposes the leader.
+    fn force_release(self, name: &str, announce: Announce) -> ScriptCall {
+        ScriptCall::new(&ELECTION_FORCE_RELEASE, name)
+            .key(keys::election_values(name))
+            .arg(keys::channel(name))
+            .arg(keys::election_channel(name))
+            .arg(announce.arg())
+    }
 }
 
 /// `ElectionBackend::leader`.

@@ -3,145 +3,61 @@
 //! `<owner field>:<k>` scored by the end of its lease on the server's clock; every operation one
 //! Lua script.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{
-    AcquireOutcome, AcquireRequest, Error, LeasedState, LockState, ReleaseOutcome, RenewOutcome,
-    Renewal, Result,
-};
+use lock_core::{AcquireRequest, Error, LeasedState, LockState, Result};
 
 use crate::call::Calls;
-use crate::kind::counted::{self, ReleaseCall};
-use crate::kind::{replicated, scripted};
+use crate::kind::family::{GiveBack, Primitive, ScriptCall};
 use crate::wire::announce::Announce;
 use crate::wire::keys;
-use crate::wire::reply::{acquire_outcome, millis};
+use crate::wire::lock_script::LockScript;
+use crate::wire::reply::millis;
 use crate::wire::scripts::{
     PERMIT_ABANDON, PERMIT_ACQUIRE, PERMIT_FORCE_RELEASE, PERMIT_RELEASE, PERMIT_RENEW,
     PERMIT_RENEW_ACROSS_SLOTS, PERMIT_STATE,
 };
 
-/// `LockBackend::try_acquire` of the permit side (given back, and refused, on a replica
-/// shortfall as the lock's).
-pub(crate) async fn try_acquire(
-    calls: &Arc<Calls>,
-    request: AcquireRequest<'_>,
-) -> Result<AcquireOutcome> {
-    let permits_key = keys::permits_key(request.name);
-    let token_key = keys::token_key(request.name);
-    let channel = keys::semaphore_channel(request.name);
-    let (reply, acknowledged): (Vec<i64>, _) = calls
-        .run_write(
-            request.name,
-            &PERMIT_ACQUIRE,
-            3,
-            calls.call_timeout(Some(request.lease)),
-            |command| {
-                command
-                    .arg(request.name)
-                    .arg(&permits_key)
-                    .arg(&token_key)
-                    .arg(millis(request.lease))
-                    .arg(request.owner_field)
-                    .arg(&channel)
-                    .arg(calls.announce().arg())
-                    .arg(calls.token_flag(request.fencing));
-            },
-        )
-        .await?;
-    let outcome = acquire_outcome(&reply, request.fencing)?;
-    replicated::grant_stands(calls, request.name, outcome, acknowledged, || {
-        abandon(
-            calls,
-            request.name,
-            request.owner_field,
-            request.known_holds,
-        )
-    })
-    .await
-}
+/// Lease-bound permits as a [`Primitive`]: each grant one permit; a force-release gives every
+/// permit back.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Permits;
 
-/// One call of `permit_release.lua` for `owner_field`: one hold less (`keep: None`, the rest lengthened
-/// to `lease`) or down to `keep`.
-fn release_call(
-    name: &str,
-    owner_field: &str,
-    keep: Option<u32>,
-    lease: Duration,
-    announce: Announce,
-) -> ReleaseCall {
-    let keep = keep.map_or_else(String::new, |keep| keep.to_string());
-    ReleaseCall {
-        name: name.to_owned(),
-        keys: 2,
-        arguments: vec![
-            name.to_owned(),
-            keys::permits_key(name),
-            owner_field.to_owned(),
-            keep,
-            millis(lease).to_string(),
-            keys::semaphore_channel(name),
-            announce.arg().to_owned(),
-        ],
+impl Primitive for Permits {
+    fn acquire(self, calls: &Calls, request: &AcquireRequest<'_>) -> ScriptCall {
+        ScriptCall::new(&PERMIT_ACQUIRE, request.name)
+            .key(keys::permits_key(request.name))
+            .key(keys::token_key(request.name))
+            .arg(millis(request.lease))
+            .arg(request.owner_field)
+            .arg(keys::semaphore_channel(request.name))
+            .arg(calls.announce().arg())
+            .arg(calls.token_flag(request.fencing))
     }
-}
 
-/// `LockBackend::release` of the permit side.
-pub(crate) async fn release(
-    calls: &Arc<Calls>,
-    name: &str,
-    owner_field: &str,
-    lease: Duration,
-) -> Result<ReleaseOutcome> {
-    let call = release_call(name, owner_field, None, lease, calls.announce());
-    counted::release(calls, &PERMIT_RELEASE, &call).await
-}
+    fn release_scripts(self) -> (&'static LockScript, &'static LockScript) {
+        (&PERMIT_RELEASE, &PERMIT_ABANDON)
+    }
 
-/// `LockBackend::renew` of the permit side.
-pub(crate) async fn renew(
-    calls: &Arc<Calls>,
-    renewals: &[Renewal<'_>],
-) -> Result<Vec<RenewOutcome>> {
-    scripted::renew(calls, &PERMIT_RENEW, &PERMIT_RENEW_ACROSS_SLOTS, renewals).await
-}
+    fn release(self, call: ScriptCall, give_back: &GiveBack<'_>) -> ScriptCall {
+        call.key(keys::permits_key(give_back.name))
+            .arg(give_back.owner_field)
+            .arg(give_back.keep_arg())
+            .arg(millis(give_back.lease))
+            .arg(keys::semaphore_channel(give_back.name))
+            .arg(give_back.announce.arg())
+    }
 
-/// `LockBackend::abandon` of the permit side: the release script lowering to `keep`, sent
-/// whole (see [`counted::abandon`]).
-pub(crate) async fn abandon(
-    calls: &Arc<Calls>,
-    name: &str,
-    owner_field: &str,
-    keep: u32,
-) -> Result<()> {
-    let call = release_call(
-        name,
-        owner_field,
-        Some(keep),
-        Duration::ZERO,
-        calls.announce(),
-    );
-    counted::abandon(calls, &PERMIT_ABANDON, call).await
-}
+    fn renew_scripts(self) -> (&'static LockScript, &'static LockScript) {
+        (&PERMIT_RENEW, &PERMIT_RENEW_ACROSS_SLOTS)
+    }
 
-/// `LockBackend::force_release` of the permit side: every permit back.
-pub(crate) async fn force_release(calls: &Calls, name: &str) -> Result<bool> {
-    let (any,): (i64,) = calls
-        .run(
-            name,
-            &PERMIT_FORCE_RELEASE,
-            2,
-            calls.call_timeout(None),
-            |command| {
-                command
-                    .arg(name)
-                    .arg(keys::permits_key(name))
-                    .arg(keys::semaphore_channel(name))
-                    .arg(calls.announce().arg());
-            },
-        )
-        .await?;
-    Ok(any == 1)
+    fn force_release(self, name: &str, announce: Announce) -> ScriptCall {
+        ScriptCall::new(&PERMIT_FORCE_RELEASE, name)
+            .key(keys::permits_key(name))
+            .arg(keys::semaphore_channel(name))
+            .arg(announce.arg())
+    }
 }
 
 /// `LeasedSemaphoreBackend::leased_state`, and what `inspect` reads.

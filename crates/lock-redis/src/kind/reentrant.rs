@@ -7,17 +7,14 @@ use std::time::Duration;
 use lock_core::{
     AcquireOutcome, AcquireRequest, LockState, ReleaseOutcome, RenewOutcome, Renewal, Result,
 };
-use redis::Pipeline;
 
 use crate::call::Calls;
-use crate::connection::deferred::{self, Deferred};
+use crate::kind::family::{self, ScriptCall};
 use crate::kind::{replicated, scripted};
-use crate::wire::announce::Announce;
 use crate::wire::keys;
-use crate::wire::reply::{acquire_outcome, count, millis};
+use crate::wire::reply::{acquire_outcome, millis, release_outcome};
 use crate::wire::scripts::{
     ABANDON, ACQUIRE, FORCE_RELEASE, INSPECT, RELEASE, RENEW, RENEW_ACROSS_SLOTS,
-    abandon_arguments, abandon_command,
 };
 
 /// `LockBackend::try_acquire`: the acquire script, in a pipeline shared with concurrent calls
@@ -76,13 +73,7 @@ pub(crate) async fn release(
         })
         .await?;
     replicated::log_release(calls, name, acknowledged);
-    Ok(match reply {
-        -1 => ReleaseOutcome::NotHeld,
-        0 => ReleaseOutcome::Released,
-        remaining => ReleaseOutcome::StillHeld {
-            hold_count: count(remaining)?,
-        },
-    })
+    release_outcome(reply)
 }
 
 /// `LockBackend::renew` with the reentrant renew script.
@@ -102,25 +93,15 @@ pub(crate) async fn abandon(
     owner_field: &str,
     keep: u32,
 ) -> Result<()> {
-    let channel = keys::channel(name);
-    let (started, timeout) = (tokio::time::Instant::now(), calls.call_timeout(None));
+    let call = ScriptCall::new(&ABANDON, name)
+        .arg(owner_field)
+        .arg(keep)
+        .arg(keys::channel(name))
+        .arg(keys::UNLOCK_MESSAGE)
+        .arg(calls.announce().arg());
     // Written after every pipeline under way: one of them may carry the call this cleans up
     // after (its caller gone), which must reach the server first.
-    let abandoned: Result<(i64,)> = calls
-        .run_behind(name, &ABANDON, 1, timeout, |command| {
-            abandon_arguments(command, name, owner_field, keep, &channel, calls.announce());
-        })
-        .await;
-    calls
-        .settle_cleanup(abandoned, started, timeout, || {
-            Arc::new(Cleanup {
-                name: name.to_owned(),
-                owner_field: owner_field.to_owned(),
-                keep,
-                announce: calls.announce(),
-            })
-        })
-        .await
+    family::cleanup(calls, call).await
 }
 
 /// `LockBackend::force_release` with the reentrant force-release script.
@@ -131,29 +112,4 @@ pub(crate) async fn force_release(calls: &Calls, name: &str) -> Result<bool> {
 /// `LockBackend::inspect` with the reentrant inspect script.
 pub(crate) async fn inspect(calls: &Calls, name: &str) -> Result<LockState> {
     scripted::inspect(calls, &INSPECT, name).await
-}
-
-/// An abandon that could not be sent: lower `owner`'s hold count on `name` to at most `keep`,
-/// replayed whole on the next connection.
-struct Cleanup {
-    name: String,
-    owner_field: String,
-    keep: u32,
-    announce: Announce,
-}
-
-impl Deferred for Cleanup {
-    fn route(&self) -> &str {
-        &self.name
-    }
-
-    fn request(&self, request_id: u64) -> Pipeline {
-        deferred::one(abandon_command(
-            &self.name,
-            &self.owner_field,
-            self.keep,
-            self.announce,
-            request_id,
-        ))
-    }
 }

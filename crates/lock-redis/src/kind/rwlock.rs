@@ -5,25 +5,21 @@
 use std::sync::Arc;
 
 use lock_core::fair_backend::QUEUE_TIMEOUT;
-use lock_core::{
-    AcquireOutcome, AcquireRequest, Error, LockState, ReleaseOutcome, RenewOutcome, Renewal,
-    Result, RwMode, RwState,
-};
+use lock_core::{AcquireRequest, Error, LockState, Result, RwMode, RwState};
 
 use crate::call::Calls;
-use crate::kind::counted::{self, ReleaseCall};
-use crate::kind::{replicated, scripted};
+use crate::kind::family::{GiveBack, Primitive, ScriptCall};
 use crate::wire::announce::Announce;
 use crate::wire::keys;
 use crate::wire::lock_script::LockScript;
-use crate::wire::reply::{acquire_outcome, millis, ttl_from_pttl};
+use crate::wire::reply::{millis, ttl_from_pttl};
 use crate::wire::scripts::{
     INSPECT, RENEW, RENEW_ACROSS_SLOTS, RW_FORCE_RELEASE, RW_LEAVE, RW_READ_ABANDON,
     RW_READ_ACQUIRE, RW_READ_RELEASE, RW_READ_RENEW, RW_READ_RENEW_ACROSS_SLOTS, RW_WRITE_ABANDON,
     RW_WRITE_ACQUIRE, RW_WRITE_RELEASE,
 };
 
-/// One side of the lock.
+/// One side of the lock, a [`Primitive`] of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Side {
     Read,
@@ -41,15 +37,6 @@ impl Side {
         }
     }
 
-    /// How many keys the side's release script declares (the read side's also reads the
-    /// writers waiting).
-    fn release_keys(self) -> usize {
-        match self {
-            Side::Read => 2,
-            Side::Write { .. } => 1,
-        }
-    }
-
     /// The hash field this side counts `owner_field`'s holds under.
     fn field(self, owner_field: &str) -> String {
         match self {
@@ -59,165 +46,82 @@ impl Side {
     }
 }
 
-/// `LockBackend::try_acquire` of `side` (given back, and refused, on a replica shortfall as the
-/// plain lock's).
-pub(crate) async fn try_acquire(
-    calls: &Arc<Calls>,
-    side: Side,
-    request: AcquireRequest<'_>,
-) -> Result<AcquireOutcome> {
-    let token_key = keys::token_key(request.name);
-    let writers = keys::rw_writers_waiting(request.name);
-    let write_field = Side::Write { prefer: false }.field(request.owner_field);
-    let (script, first, second): (&LockScript, &str, &str) = match side {
-        Side::Read => (&RW_READ_ACQUIRE, request.owner_field, &write_field),
-        Side::Write { .. } => (&RW_WRITE_ACQUIRE, &write_field, request.owner_field),
-    };
-    let (reply, acknowledged): (Vec<i64>, _) = calls
-        .run_write(
-            request.name,
-            script,
-            3,
-            calls.call_timeout(Some(request.lease)),
-            |command| {
-                command
-                    .arg(request.name)
-                    .arg(&token_key)
-                    .arg(&writers)
-                    .arg(millis(request.lease))
-                    .arg(first)
-                    .arg(second)
-                    .arg(calls.token_flag(request.fencing));
-                if let Side::Write { prefer } = side {
-                    // The request id follows; the writer's preference and its place's length
-                    // come before it.
-                    command
-                        .arg(if prefer && request.waits { "1" } else { "0" })
-                        .arg(millis(QUEUE_TIMEOUT));
-                }
-            },
-        )
-        .await?;
-    if reply == [-1] {
-        return Err(Error::UpgradeRefused {
-            name: request.name.to_owned(),
-        });
-    }
-    let outcome = acquire_outcome(&reply, request.fencing)?;
-    replicated::grant_stands(calls, request.name, outcome, acknowledged, || {
-        abandon(
-            calls,
-            side,
-            request.name,
-            request.owner_field,
-            request.known_holds,
-        )
-    })
-    .await
-}
-
-/// One call of `side`'s release script for its hash field `field`: one hold less
-/// (`keep: None`, the rest lengthened to `lease`) or down to `keep`.
-fn release_call(
-    side: Side,
-    name: &str,
-    field: &str,
-    keep: Option<u32>,
-    lease: std::time::Duration,
-    announce: Announce,
-) -> ReleaseCall {
-    let mut arguments = vec![name.to_owned()];
-    if side == Side::Read {
-        arguments.push(keys::rw_writers_waiting(name));
-    }
-    arguments.push(field.to_owned());
-    arguments.push(keep.map_or_else(String::new, |keep| keep.to_string()));
-    if let Side::Write { .. } = side {
-        arguments.push(millis(lease).to_string());
-    }
-    arguments.push(keys::rw_channel(name));
-    arguments.push(announce.arg().to_owned());
-    ReleaseCall {
-        name: name.to_owned(),
-        keys: side.release_keys(),
-        arguments,
-    }
-}
-
-/// `LockBackend::release` of `side`.
-pub(crate) async fn release(
-    calls: &Arc<Calls>,
-    side: Side,
-    name: &str,
-    owner_field: &str,
-    lease: std::time::Duration,
-) -> Result<ReleaseOutcome> {
-    let script = match side {
-        Side::Read => &RW_READ_RELEASE,
-        Side::Write { .. } => &RW_WRITE_RELEASE,
-    };
-    let call = release_call(
-        side,
-        name,
-        &side.field(owner_field),
-        None,
-        lease,
-        calls.announce(),
-    );
-    counted::release(calls, script, &call).await
-}
-
-/// `LockBackend::renew` of `side`: the read side renews each owner's timeout keys too; the
-/// write side is the plain lock's renewal of the `<owner>:write` field.
-pub(crate) async fn renew(
-    calls: &Arc<Calls>,
-    side: Side,
-    renewals: &[Renewal<'_>],
-) -> Result<Vec<RenewOutcome>> {
-    match side {
-        Side::Read => {
-            scripted::renew(calls, &RW_READ_RENEW, &RW_READ_RENEW_ACROSS_SLOTS, renewals).await
-        }
-        Side::Write { .. } => {
-            let fields: Vec<String> = renewals
-                .iter()
-                .map(|renewal| side.field(renewal.owner_field))
-                .collect();
-            let renewals: Vec<Renewal<'_>> = renewals
-                .iter()
-                .zip(&fields)
-                .map(|(renewal, field)| Renewal {
-                    owner_field: field,
-                    ..*renewal
-                })
-                .collect();
-            scripted::renew(calls, &RENEW, &RENEW_ACROSS_SLOTS, &renewals).await
+impl Primitive for Side {
+    fn acquire(self, calls: &Calls, request: &AcquireRequest<'_>) -> ScriptCall {
+        let write_field = Side::Write { prefer: false }.field(request.owner_field);
+        let (script, first, second): (&'static LockScript, &str, &str) = match self {
+            Side::Read => (&RW_READ_ACQUIRE, request.owner_field, &write_field),
+            Side::Write { .. } => (&RW_WRITE_ACQUIRE, &write_field, request.owner_field),
+        };
+        let call = ScriptCall::new(script, request.name)
+            .key(keys::token_key(request.name))
+            .key(keys::rw_writers_waiting(request.name))
+            .arg(millis(request.lease))
+            .arg(first)
+            .arg(second)
+            .arg(calls.token_flag(request.fencing));
+        match self {
+            Side::Read => call,
+            // The request id follows; the writer's preference and its place's length come
+            // before it.
+            Side::Write { prefer } => call
+                .arg(if prefer && request.waits { "1" } else { "0" })
+                .arg(millis(QUEUE_TIMEOUT)),
         }
     }
-}
 
-/// `LockBackend::abandon` of `side`: the release script lowering to `keep`, sent whole (see
-/// [`counted::abandon`]).
-pub(crate) async fn abandon(
-    calls: &Arc<Calls>,
-    side: Side,
-    name: &str,
-    owner_field: &str,
-    keep: u32,
-) -> Result<()> {
-    let script = match side {
-        Side::Read => &RW_READ_ABANDON,
-        Side::Write { .. } => &RW_WRITE_ABANDON,
-    };
-    let call = release_call(
-        side,
-        name,
-        &side.field(owner_field),
-        Some(keep),
-        std::time::Duration::ZERO,
-        calls.announce(),
-    );
-    counted::abandon(calls, script, call).await
+    /// An owner that reads cannot upgrade: it would wait for itself.
+    fn refusal(self, reply: &[i64], name: &str) -> Option<Error> {
+        (reply == [-1]).then(|| Error::UpgradeRefused {
+            name: name.to_owned(),
+        })
+    }
+
+    fn release_scripts(self) -> (&'static LockScript, &'static LockScript) {
+        match self {
+            Side::Read => (&RW_READ_RELEASE, &RW_READ_ABANDON),
+            Side::Write { .. } => (&RW_WRITE_RELEASE, &RW_WRITE_ABANDON),
+        }
+    }
+
+    /// The release of the hash field of the owner on this side; the read side's script also
+    /// reads the writers waiting, the write side's lengthens the holds left to the lease.
+    fn release(self, call: ScriptCall, give_back: &GiveBack<'_>) -> ScriptCall {
+        let field = self.field(give_back.owner_field);
+        let call = match self {
+            Side::Read => call
+                .key(keys::rw_writers_waiting(give_back.name))
+                .arg(field)
+                .arg(give_back.keep_arg()),
+            Side::Write { .. } => call
+                .arg(field)
+                .arg(give_back.keep_arg())
+                .arg(millis(give_back.lease)),
+        };
+        call.arg(keys::rw_channel(give_back.name))
+            .arg(give_back.announce.arg())
+    }
+
+    /// The read side renews each owner's timeout keys too; the write side is the plain lock's
+    /// renewal (of the `<owner>:write` field: see [`Primitive::hold_field`]).
+    fn renew_scripts(self) -> (&'static LockScript, &'static LockScript) {
+        match self {
+            Side::Read => (&RW_READ_RENEW, &RW_READ_RENEW_ACROSS_SLOTS),
+            Side::Write { .. } => (&RENEW, &RENEW_ACROSS_SLOTS),
+        }
+    }
+
+    fn hold_field(self, owner_field: &str) -> Option<String> {
+        matches!(self, Side::Write { .. }).then(|| self.field(owner_field))
+    }
+
+    /// Deletes the lock when it is held in this side's mode.
+    fn force_release(self, name: &str, announce: Announce) -> ScriptCall {
+        ScriptCall::new(&RW_FORCE_RELEASE, name)
+            .arg(self.mode())
+            .arg(keys::rw_channel(name))
+            .arg(announce.arg())
+    }
 }
 
 /// `LockBackend::leave_queue` of a writer-preferring write side: the writer no longer waits.
@@ -232,27 +136,6 @@ pub(crate) async fn leave_queue(calls: &Arc<Calls>, name: &str, owner_field: &st
         })
         .await?;
     Ok(())
-}
-
-/// `LockBackend::force_release` of `side`: deletes the lock when it is held in that mode.
-pub(crate) async fn force_release(calls: &Calls, side: Side, name: &str) -> Result<bool> {
-    let channel = keys::rw_channel(name);
-    let (deleted,): (i64,) = calls
-        .run(
-            name,
-            &RW_FORCE_RELEASE,
-            1,
-            calls.call_timeout(None),
-            |command| {
-                command
-                    .arg(name)
-                    .arg(side.mode())
-                    .arg(&channel)
-                    .arg(calls.announce().arg());
-            },
-        )
-        .await?;
-    Ok(deleted == 1)
 }
 
 /// `ReadWriteBackend::rw_state`: the whole hash and its lease, read at once.

@@ -11,7 +11,7 @@ use crate::kind::replicated;
 use crate::wire::description::{DescribeReply, LockDescription, describe_reply};
 use crate::wire::keys;
 use crate::wire::lock_script::LockScript;
-use crate::wire::reply::{millis, ttl_from_pttl};
+use crate::wire::reply::{holders, millis};
 use crate::wire::scripts::DESCRIBE;
 
 /// Renewals are sent in scripts of at most this many keys, so one huge batch never blocks the
@@ -285,18 +285,6 @@ pub(crate) async fn inspect(calls: &Calls, script: &LockScript, name: &str) -> R
             command.arg(name);
         })
         .await?;
-    let mut holders = Vec::with_capacity(flat.len() / 2);
-    for pair in flat.chunks_exact(2) {
-        let held: u32 = pair[1].parse().map_err(|_| {
-            Error::Protocol(format!("hold count {:?} is not a number", pair[1]).into())
-        })?;
-        holders.push((pair[0].clone(), held));
-    }
-    holders.sort();
-    let ttl = if holders.is_empty() {
-        None
-    } else {
-        ttl_from_pttl(pttl)
-    };
+    let (holders, ttl) = holders(&flat, pttl)?;
     Ok(LockState::new(holders, ttl))
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lock_core::{AcquireOutcome, Error, Grant, Result};
+use lock_core::{AcquireOutcome, Error, Grant, ReleaseOutcome, Result};
 use redis::Value;
 
 /// Reads an acquire script's reply (after the request id): `[1, hold count, token]` when
@@ -21,6 +21,40 @@ pub(crate) fn acquire_outcome(reply: &[i64], fencing: bool) -> Result<AcquireOut
             format!("acquire script answered {other:?}").into(),
         )),
     }
+}
+
+/// Reads a release script's answer: `-1` (the owner held nothing), `0` (its last hold went) or
+/// the holds it has left.
+pub(crate) fn release_outcome(left: i64) -> Result<ReleaseOutcome> {
+    Ok(match left {
+        -1 => ReleaseOutcome::NotHeld,
+        0 => ReleaseOutcome::Released,
+        left => ReleaseOutcome::StillHeld {
+            hold_count: count(left)?,
+        },
+    })
+}
+
+/// Holders and their hold counts, in order.
+pub(crate) type Holders = Vec<(String, u32)>;
+
+/// Reads a lock hash read whole (`HGETALL`: field, hold count, ...) and its `PTTL`: the
+/// holders in order, and the lease left while anyone holds it.
+pub(crate) fn holders(flat: &[String], pttl: i64) -> Result<(Holders, Option<Duration>)> {
+    let mut holders = Vec::with_capacity(flat.len() / 2);
+    for pair in flat.chunks_exact(2) {
+        let held: u32 = pair[1].parse().map_err(|_| {
+            Error::Protocol(format!("hold count {:?} is not a number", pair[1]).into())
+        })?;
+        holders.push((pair[0].clone(), held));
+    }
+    holders.sort();
+    let ttl = if holders.is_empty() {
+        None
+    } else {
+        ttl_from_pttl(pttl)
+    };
+    Ok((holders, ttl))
 }
 
 /// Whether a script reply's first item is the request id `nonce`.

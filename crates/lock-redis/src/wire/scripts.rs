@@ -189,42 +189,6 @@ pub(crate) fn preloaded() -> [&'static LockScript; 12] {
     ]
 }
 
-/// The keys and arguments of `abandon.lua` (before the request id).
-pub(crate) fn abandon_arguments(
-    command: &mut Cmd,
-    name: &str,
-    owner_field: &str,
-    keep: u32,
-    channel: &str,
-    announce: Announce,
-) {
-    command
-        .arg(name)
-        .arg(owner_field)
-        .arg(keep)
-        .arg(channel)
-        .arg(keys::UNLOCK_MESSAGE)
-        .arg(announce.arg());
-}
-
-/// The cleanup script of the reentrant lock as one `EVAL` (for replaying it on a new
-/// connection): lowers `owner`'s hold count on `name` to at most `keep`.
-pub(crate) fn abandon_command(
-    name: &str,
-    owner_field: &str,
-    keep: u32,
-    announce: Announce,
-    request_id: u64,
-) -> Cmd {
-    let channel = keys::channel(name);
-    ABANDON.command(
-        true,
-        1,
-        |command| abandon_arguments(command, name, owner_field, keep, &channel, announce),
-        request_id,
-    )
-}
-
 /// The keys and arguments of `fast_release.lua` (before the request id).
 pub(crate) fn fast_release_arguments(
     command: &mut Cmd,
