@@ -6,10 +6,10 @@ use std::sync::Arc;
 use lock_core::{Error, Result};
 
 use crate::call::Calls;
-use crate::kind::replicated;
+use crate::kind::{replicated, semaphore};
 use crate::wire::keys;
 use crate::wire::lock_script::LockScript;
-use crate::wire::scripts::{LATCH_COUNT_DOWN, LATCH_DELETE, LATCH_SET, SEMAPHORE_READ};
+use crate::wire::scripts::{LATCH_COUNT_DOWN, LATCH_DELETE, LATCH_SET};
 
 /// `LatchBackend::try_set_count`.
 pub(crate) async fn try_set(calls: &Arc<Calls>, name: &str, count: u64) -> Result<bool> {
@@ -41,18 +41,7 @@ pub(crate) async fn delete(calls: &Arc<Calls>, name: &str) -> Result<bool> {
 
 /// `LatchBackend::latch_count`.
 pub(crate) async fn count(calls: &Calls, name: &str) -> Result<u64> {
-    let (count,): (Option<i64>,) = calls
-        .run(
-            name,
-            &SEMAPHORE_READ,
-            1,
-            calls.call_timeout(None),
-            |command| {
-                command.arg(name);
-            },
-        )
-        .await?;
-    let count = count.unwrap_or(0);
+    let count = semaphore::read_count(calls, name).await?.unwrap_or(0);
     // Redisson leaves nothing below zero either: a negative count is not a latch's.
     u64::try_from(count)
         .map_err(|_| Error::Protocol(format!("latch count {count} is below zero").into()))

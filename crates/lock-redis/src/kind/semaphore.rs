@@ -65,41 +65,25 @@ pub(crate) async fn reset(calls: &Arc<Calls>, name: &str, permits: i64) -> Resul
 
 /// `SemaphoreBackend::drain_permits`.
 pub(crate) async fn drain(calls: &Arc<Calls>, name: &str) -> Result<i64> {
-    let ((before,), acknowledged): ((i64,), _) = calls
-        .run_write(
-            name,
-            &SEMAPHORE_DRAIN,
-            1,
-            calls.call_timeout(None),
-            |command| {
-                command.arg(name);
-            },
-        )
-        .await?;
-    replicated::log_release(calls, name, acknowledged);
+    let (before,): (i64,) = unannounced(calls, &SEMAPHORE_DRAIN, name).await?;
     Ok(before)
 }
 
 /// `SemaphoreBackend::delete_semaphore`.
 pub(crate) async fn delete(calls: &Arc<Calls>, name: &str) -> Result<bool> {
-    let ((existed,), acknowledged): ((i64,), _) = calls
-        .run_write(
-            name,
-            &SEMAPHORE_DELETE,
-            1,
-            calls.call_timeout(None),
-            |command| {
-                command.arg(name);
-            },
-        )
-        .await?;
-    replicated::log_release(calls, name, acknowledged);
+    let (existed,): (i64,) = unannounced(calls, &SEMAPHORE_DELETE, name).await?;
     Ok(existed == 1)
 }
 
 /// `SemaphoreBackend::permits_state`.
 pub(crate) async fn state(calls: &Calls, name: &str) -> Result<SemaphoreState> {
-    let (available,): (Option<i64>,) = calls
+    Ok(SemaphoreState::new(read_count(calls, name).await?))
+}
+
+/// The count the string `name` holds (a semaphore's permits, a latch's count), `None` when
+/// there is none.
+pub(crate) async fn read_count(calls: &Calls, name: &str) -> Result<Option<i64>> {
+    let (count,): (Option<i64>,) = calls
         .run(
             name,
             &SEMAPHORE_READ,
@@ -110,7 +94,22 @@ pub(crate) async fn state(calls: &Calls, name: &str) -> Result<SemaphoreState> {
             },
         )
         .await?;
-    Ok(SemaphoreState::new(available))
+    Ok(count)
+}
+
+/// Runs a write script that takes the semaphore's name alone and announces nothing.
+async fn unannounced<T: redis::FromRedisValue>(
+    calls: &Arc<Calls>,
+    script: &LockScript,
+    name: &str,
+) -> Result<T> {
+    let (reply, acknowledged) = calls
+        .run_write(name, script, 1, calls.call_timeout(None), |command| {
+            command.arg(name);
+        })
+        .await?;
+    replicated::log_release(calls, name, acknowledged);
+    Ok(reply)
 }
 
 /// Runs one of the scripts that set or add to the count and announce it, with `value` as its
