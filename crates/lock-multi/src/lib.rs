@@ -65,6 +65,7 @@
 // see the nightly feature.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod builder;
 mod composite;
 mod fanout;
 mod quorum;
@@ -73,9 +74,8 @@ mod straggler;
 pub mod telemetry;
 mod watch;
 
-pub use composite::{
-    Composite, CompositeBuilder, DEFAULT_NODE_TIMEOUT_RATIO, DEFAULT_RETRY_DELAY, MIN_NODE_TIMEOUT,
-};
+pub use builder::{CompositeBuilder, DEFAULT_NODE_TIMEOUT_RATIO, DEFAULT_RETRY_DELAY};
+pub use composite::{Composite, MIN_NODE_TIMEOUT};
 pub use quorum::{AllNodes, Quorum};
 pub use redlock::{Majority, RedLock};
 
