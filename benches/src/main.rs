@@ -64,6 +64,7 @@
 //! ```
 
 mod acked;
+mod cli;
 mod cluster;
 mod contenders;
 mod measurement;
@@ -83,306 +84,34 @@ mod w8;
 mod w8w;
 mod w9;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use lock_redis::RedisBackend;
 use lock_testkit::{RedisCluster, RedisNodes, RedisServer, ReplicatedPair};
 
+use cli::{Cli, Plan, Suite, Workload};
 use contenders::{BenchError, Contender, Kind};
 use measurement::Measurement;
 use probe::Probe;
 use server_limit::ServerLimit;
 
-/// The workloads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Workload {
-    /// One task, fresh key per iteration.
-    W1,
-    /// `--tasks` tasks on one client, fresh keys.
-    W2,
-    /// `--w3-tasks` tasks contending on one key: handoffs, release → acquire wait, fairness.
-    W3,
-    /// One task, fresh key per iteration, MultiLock / RedLock / rslock over `--nodes` nodes.
-    W4,
-    /// `--locks` locks held under the watchdog: renewal calls, client CPU and memory per lock.
-    W5,
-    /// `--waiters` waiters on distinct held locks: connections used, wake-up latency.
-    W6,
-    /// `--w7-tasks` tasks taking and giving back one permit of a `--w7-permits` semaphore.
-    W7,
-    /// `--w8-tasks` tasks taking and releasing the read lock of one name; the same tasks on
-    /// the exclusive lock.
-    W8,
-    /// `--w8w-readers` readers back to back on a read lock and one writer trying to get in:
-    /// the writer's wait.
-    W8w,
-    /// W1 on a 3-primary cluster: distlock against a raw redis-rs cluster client.
-    W1c,
-    /// W2 on a 3-primary cluster: distlock against a raw redis-rs cluster client.
-    W2c,
-    /// W5 on a 3-primary cluster: renewal calls and round trips per node.
-    W5c,
-    /// W1 on a primary with one replica: each distlock row with and without replica
-    /// acknowledgement.
-    W1a,
-    /// W2 on a primary with one replica: each distlock row with and without replica
-    /// acknowledgement.
-    W2a,
-    /// `--w9-tasks` tasks handing a fair lock (and a plain one) on: waits, arrival order.
-    W9,
-    /// Leader election failover: a leader crashes (or resigns) and a waiting candidate takes
-    /// over, for each lease of `--w10-leases-ms`.
-    W10,
-}
-
-impl Workload {
-    /// The workload's label in rows, ratios and targets (`W1`, `W2C`, ...).
-    fn label(self) -> &'static str {
-        match self {
-            Workload::W1 => "W1",
-            Workload::W2 => "W2",
-            Workload::W3 => "W3",
-            Workload::W4 => "W4",
-            Workload::W5 => "W5",
-            Workload::W6 => "W6",
-            Workload::W7 => "W7",
-            Workload::W8 => "W8",
-            Workload::W8w => "W8W",
-            Workload::W1c => "W1C",
-            Workload::W2c => "W2C",
-            Workload::W5c => "W5C",
-            Workload::W1a => "W1A",
-            Workload::W2a => "W2A",
-            Workload::W9 => "W9",
-            Workload::W10 => "W10",
-        }
-    }
-
-    /// W1, W2, W3, W5, W6, W7, W8, W8W and W9 run on one server (`--url` or a throw-away one).
-    fn single_server(self) -> bool {
-        matches!(
-            self,
-            Workload::W1
-                | Workload::W2
-                | Workload::W3
-                | Workload::W5
-                | Workload::W6
-                | Workload::W7
-                | Workload::W8
-                | Workload::W8w
-                | Workload::W9
-        )
-    }
-
-    /// W1C, W2C and W5C run on a throw-away cluster.
-    fn on_cluster(self) -> bool {
-        matches!(self, Workload::W1c | Workload::W2c | Workload::W5c)
-    }
-
-    /// W1A and W2A run on a throw-away primary with one replica.
-    fn on_replicated_pair(self) -> bool {
-        matches!(self, Workload::W1a | Workload::W2a)
-    }
-
-    /// Whether the workload needs the one server: the single-server workloads and W10.
-    fn on_one_server(self) -> bool {
-        self.single_server() || self == Workload::W10
-    }
-}
-
-/// Measures distlock's lock + unlock against raw-protocol floors and rslock.
-#[derive(Debug, Parser)]
-#[command(name = "lockbench")]
-struct Args {
-    /// W1, W2, W3, W5, W6, W7, W8, W8W, W9: use this server instead of starting a throw-away `redis-server`.
-    #[arg(long)]
-    url: Option<String>,
-    /// W4: use these independent servers (comma list or repeated) instead of starting
-    /// throw-away ones; at least as many as the largest `--nodes`. Node 0 serves `single`.
-    #[arg(long, value_delimiter = ',')]
-    urls: Vec<String>,
-    /// W4: node counts; each gets `multi-n`, `redlock-n` and `rslock-n` rows over the first `n`
-    /// nodes.
-    #[arg(long, value_delimiter = ',', default_value = "3,5")]
-    nodes: Vec<usize>,
-    /// W1, W1C, W1A: measured lock + unlock pairs per contender.
-    #[arg(long, default_value_t = 20_000)]
-    iterations: u64,
-    /// W4: measured lock + unlock pairs per row.
-    #[arg(long, default_value_t = 5_000)]
-    w4_iterations: u64,
-    /// W1, W1C, W1A, W4: unmeasured pairs per contender before measuring.
-    #[arg(long, default_value_t = 2_000)]
-    warmup: u64,
-    /// W1, W1C, W1A, W4: the contenders take turns every this many pairs.
-    #[arg(long, default_value_t = 1_000)]
-    chunk: u64,
-    /// W2, W2C, W2A: concurrent tasks.
-    #[arg(long, default_value_t = 64)]
-    tasks: usize,
-    /// W2, W2C, W2A, W7, W8, W9: measured seconds per contender.
-    #[arg(long, default_value_t = 3.0)]
-    duration: f64,
-    /// W2: a fixed number of pairs per task instead of `--duration`.
-    #[arg(long)]
-    per_task: Option<u64>,
-    /// W2, W7, W8, W9: the measured phase of each contender is cut into this many slices, which
-    /// take turns between the contenders.
-    #[arg(long, default_value_t = 6)]
-    slices: u32,
-    /// W3: tasks contending on the one key.
-    #[arg(long, default_value_t = 16)]
-    w3_tasks: usize,
-    /// W3: clients (connections) per row the tasks share, task `i` using client `i % n`.
-    #[arg(long, default_value_t = 1)]
-    w3_clients: usize,
-    /// W3: measured seconds per row, cut into `--slices` slices.
-    #[arg(long, default_value_t = 6.0)]
-    w3_duration: f64,
-    /// W3: busy microseconds inside the critical section.
-    #[arg(long, default_value_t = 50)]
-    w3_hold_us: u64,
-    /// W3: the `rslock-tuned` row's retry delay in ms (rslock sleeps a random `0..this` ms
-    /// between attempts; its default is 200). At least 2: 1 would mean no delay at all.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..))]
-    w3_rslock_retry_ms: u64,
-    /// W5, W5C: locks held under the watchdog.
-    #[arg(long, default_value_t = 10_000)]
-    locks: usize,
-    /// W5, W5C: the watchdog lease in ms (renewed every third of it).
-    #[arg(long, default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(30..))]
-    w5_lease_ms: u64,
-    /// W5, W5C: renewal periods to hold the locks for.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
-    w5_periods: u32,
-    /// W5, W5C: 0 (default) gives every lock a name of its own hash; `n` puts hash tag
-    /// `{t<i % n>}` in lock `i`'s name, so the locks share `n` slots (on a cluster, renewals are
-    /// grouped by slot).
-    #[arg(long, default_value_t = 0)]
-    w5_hash_tags: usize,
-    /// W6: waiting tasks, each on a lock of its own.
-    #[arg(long, default_value_t = 10_000)]
-    waiters: usize,
-    /// W6: locks the holder releases at once; the next batch goes when their waiters woke (1:
-    /// one wake-up at a time, no queueing of our own making).
-    #[arg(long, default_value_t = 1)]
-    release_batch: usize,
-    /// W7: tasks taking and giving back one permit, on one client per row.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
-    w7_tasks: u64,
-    /// W7: the permits of the contended rows (the `-nowait` rows have one per task).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
-    w7_permits: u32,
-    /// W8: tasks taking and releasing the read lock of one name, on one client per row.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
-    w8_tasks: u64,
-    /// W8W: reader tasks, each holding the read lock `--w8w-hold-ms` and taking it again at once.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
-    w8w_readers: u64,
-    /// W8W: how long a reader (and the writer, once in) holds the lock, in ms.
-    #[arg(long, default_value_t = 2)]
-    w8w_hold_ms: u64,
-    /// W8W: seconds per row during which the writer starts attempts (twice `--w8w-give-up`:
-    /// a writer that never gets in still makes two attempts).
-    #[arg(long, default_value_t = 20.0)]
-    w8w_duration: f64,
-    /// W8W: seconds one write attempt waits at most before it is given up.
-    #[arg(long, default_value_t = 10.0)]
-    w8w_give_up: f64,
-    /// Workloads to run.
-    #[arg(long, value_delimiter = ',', default_value = "w1,w2")]
-    workloads: Vec<Workload>,
-    /// Contenders to run (default: all; W1C and W2C: `ping2`, `raw-script`, `distlock-fixed`,
-    /// `distlock-lock`, `distlock-fast`, and only those and the other distlock rows; W1A and
-    /// W2A: `distlock-lock`, `distlock-fast-lock`, and only distlock rows).
-    #[arg(long, value_delimiter = ',')]
-    contenders: Option<Vec<Kind>>,
-    /// W1, W2 distlock rows: hold this many watchdog locks on the same locker while measuring (a
-    /// non-empty watchdog registry).
-    #[arg(long, default_value_t = 0)]
-    background_holds: usize,
-    /// W9: tasks (separate owners) taking turns on one lock, on one client per row.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
-    w9_tasks: u64,
-    /// W9: how long each turn holds the lock, in ms.
-    #[arg(long, default_value_t = 1)]
-    w9_hold_ms: u64,
-    /// Run every workload × contender this many times, interleaved; the summary and the ratios
-    /// use each row's median round.
-    #[arg(long, default_value_t = 1)]
-    rounds: usize,
-    /// Tokio worker threads (1 = current-thread runtime).
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
-    /// Skip `redis-benchmark` (never run against `--url`, as it writes a key of its own).
-    #[arg(long)]
-    no_redis_benchmark: bool,
-    /// Also write the results to this JSON file.
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// Also draw the summary rows (each row's median round) to this SVG file: one panel per
-    /// workload, ops/s and p99 latency side by side.
-    #[arg(long)]
-    plot: Option<PathBuf>,
-    /// Run nothing: draw `--plot` from the rows of this JSON file (written by `--json`).
-    #[arg(long, requires = "plot")]
-    plot_from: Option<PathBuf>,
-    /// A seconds-long pass for CI: overrides the counts (`--iterations 300 --w4-iterations 300
-    /// --warmup 50 --chunk 100 --duration 0.5 --slices 2 --w3-duration 1 --locks 1000
-    /// --w5-periods 1 --waiters 500 --w8w-duration 1 --w8w-give-up 1`, no `--per-task`) and
-    /// skips `redis-benchmark`.
-    #[arg(long)]
-    smoke: bool,
-    /// W10: the leases (ms, comma list), a `crash-` and a `resign-` row each (`--smoke`: 1000).
-    #[arg(long, value_delimiter = ',', default_values_t = [1000, 3000, 10000])]
-    w10_leases_ms: Vec<u64>,
-    /// W10: leader crashes measured per lease (`--smoke`: 1).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
-    w10_failovers: u64,
-    /// W10: resignations measured per lease (`--smoke`: 3).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
-    w10_handovers: u64,
-}
-
-impl Args {
-    /// Applies `--smoke`.
-    fn smoke(&mut self) {
-        self.iterations = 300;
-        self.w4_iterations = 300;
-        self.warmup = 50;
-        self.chunk = 100;
-        self.duration = 0.5;
-        self.per_task = None;
-        self.slices = 2;
-        self.w3_duration = 1.0;
-        self.locks = 1_000;
-        self.w5_periods = 1;
-        self.waiters = 500;
-        self.w8w_duration = 1.0;
-        self.w8w_give_up = 1.0;
-        self.no_redis_benchmark = true;
-        self.w10_leases_ms = vec![1000];
-        self.w10_failovers = 1;
-        self.w10_handovers = 3;
-    }
-}
-
 fn main() -> Result<(), BenchError> {
-    let mut args = Args::parse();
-    if let (Some(from), Some(to)) = (&args.plot_from, &args.plot) {
-        let text = std::fs::read_to_string(from)
-            .map_err(|error| format!("--plot-from {}: {error}", from.display()))?;
-        let rows = plot::rows_from_json(&text)
-            .map_err(|error| format!("--plot-from {}: {error}", from.display()))?;
-        let title = format!("lockbench: {}", from.display());
-        return write_plot(to, &title, &rows);
-    }
-    if args.smoke {
+    let mut args = match Cli::parse().command.plan() {
+        Plan::Run(suite) => suite,
+        Plan::Plot { from, to } => {
+            let text = std::fs::read_to_string(&from)
+                .map_err(|error| format!("--from {}: {error}", from.display()))?;
+            let rows = plot::rows_from_json(&text)
+                .map_err(|error| format!("--from {}: {error}", from.display()))?;
+            let title = format!("lockbench: {}", from.display());
+            return write_plot(&to, &title, &rows);
+        }
+    };
+    if args.shared.smoke {
         args.smoke();
     }
-    let mut counts = args.nodes.clone();
+    let mut counts = args.w4.nodes.clone();
     counts.sort_unstable();
     counts.dedup();
     if counts.first() == Some(&0) {
@@ -393,7 +122,7 @@ fn main() -> Result<(), BenchError> {
         .workloads
         .iter()
         .any(|workload| workload.on_one_server());
-    let (server, url) = match &args.url {
+    let (server, url) = match &args.shared.url {
         _ if !single => (None, None),
         Some(url) => (None, Some(url.clone())),
         None => {
@@ -408,25 +137,25 @@ fn main() -> Result<(), BenchError> {
     if let Some(url) = &url {
         println!(
             "lockbench: server {url} ({version}), runtime {} thread(s), one connection per contender, op = lock+unlock, loadavg {}",
-            args.threads,
+            args.shared.threads,
             loadavg()
         );
     }
     let most = counts.last().copied().unwrap_or(0);
     let (nodes, node_urls) = if !args.workloads.contains(&Workload::W4) {
         (None, Vec::new())
-    } else if args.urls.is_empty() {
+    } else if args.w4.urls.is_empty() {
         let nodes = RedisNodes::start(most.max(1))?;
         let urls = nodes.urls();
         (Some(nodes), urls)
-    } else if args.urls.len() < most {
+    } else if args.w4.urls.len() < most {
         return Err(format!(
             "--urls: {} node(s) given, --nodes asks for {most}",
-            args.urls.len()
+            args.w4.urls.len()
         )
         .into());
     } else {
-        (None, args.urls.clone())
+        (None, args.w4.urls.clone())
     };
     let node_version = nodes
         .as_ref()
@@ -437,7 +166,7 @@ fn main() -> Result<(), BenchError> {
             "lockbench W4: {} independent node(s) {} ({node_version}), node counts {counts:?}, runtime {} thread(s), one connection per row and node, op = lock+unlock, loadavg {}",
             node_urls.len(),
             node_urls.join(" "),
-            args.threads,
+            args.shared.threads,
             loadavg()
         );
     }
@@ -451,7 +180,7 @@ fn main() -> Result<(), BenchError> {
             cluster::PRIMARIES,
             cluster.urls().join(" "),
             cluster.node(0).version(),
-            args.threads,
+            args.shared.threads,
             loadavg()
         );
         Some(cluster)
@@ -470,7 +199,7 @@ fn main() -> Result<(), BenchError> {
             pair.replica().url(),
             pair.primary().version(),
             acked::ack(),
-            args.threads,
+            args.shared.threads,
             loadavg()
         );
         Some(pair)
@@ -487,13 +216,13 @@ fn main() -> Result<(), BenchError> {
             .map(|pair| (pair.primary().url(), pair.replica().url())),
     };
 
-    let runtime = if args.threads <= 1 {
+    let runtime = if args.shared.threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?
     } else {
         tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(args.threads)
+            .worker_threads(args.shared.threads)
             .enable_all()
             .build()?
     };
@@ -510,8 +239,8 @@ fn main() -> Result<(), BenchError> {
     drop(pair);
 
     let medians = measurement::medians(&rows);
-    if args.rounds > 1 {
-        println!("--- median of {} rounds ---", args.rounds);
+    if args.shared.rounds > 1 {
+        println!("--- median of {} rounds ---", args.shared.rounds);
         medians.iter().for_each(|row| row.print_line());
     }
     let mut ratios = measurement::ratios(&medians);
@@ -596,13 +325,16 @@ fn main() -> Result<(), BenchError> {
 
     let goals = targets::targets(&medians);
     if !goals.is_empty() {
-        println!("--- targets (medians of {} round(s)) ---", args.rounds);
+        println!(
+            "--- targets (medians of {} round(s)) ---",
+            args.shared.rounds
+        );
         goals.iter().for_each(|goal| println!("{}", goal.line()));
     }
 
     // Only against our own throw-away server: redis-benchmark leaves `key:__rand_int__` behind.
     let limits = match &server {
-        Some(server) if !args.no_redis_benchmark => {
+        Some(server) if !args.shared.no_redis_benchmark => {
             server_limit::measure("127.0.0.1", server.port())
         }
         _ => Vec::new(),
@@ -612,7 +344,7 @@ fn main() -> Result<(), BenchError> {
         limits.iter().for_each(ServerLimit::print_line);
     }
 
-    if let Some(path) = &args.json {
+    if let Some(path) = &args.shared.json {
         let servers = Servers {
             url: url.as_deref(),
             version,
@@ -625,11 +357,11 @@ fn main() -> Result<(), BenchError> {
         std::fs::write(path, json)?;
         println!("wrote {}", path.display());
     }
-    if let Some(path) = &args.plot {
+    if let Some(path) = &args.shared.plot {
         let rows: Vec<plot::PlotRow> = medians.iter().map(|row| plot::PlotRow::of(row)).collect();
         let title = format!(
             "lockbench, median of {} round(s), {version}",
-            args.rounds.max(1)
+            args.shared.rounds.max(1)
         );
         write_plot(path, &title, &rows)?;
     }
@@ -660,7 +392,7 @@ struct Topologies {
 /// Every selected workload × contender, each contender on a fresh connection. W1–W3 and W5–W8W
 /// run on `url`, W4 on `node_urls`, the others on `topologies`.
 async fn run_all(
-    args: &Args,
+    args: &Suite,
     url: Option<&str>,
     node_urls: &[String],
     counts: &[usize],
@@ -688,31 +420,31 @@ async fn run_all(
         None => Vec::new(),
     };
     let mut rows = Vec::new();
-    for round in 1..=args.rounds.max(1) {
-        if args.rounds > 1 {
-            println!("--- round {round}/{} ---", args.rounds);
+    for round in 1..=args.shared.rounds.max(1) {
+        if args.shared.rounds > 1 {
+            println!("--- round {round}/{} ---", args.shared.rounds);
         }
         for &workload in &args.workloads {
             let prefix = format!("{prefix}:r{round}");
             let measured = match (workload, &probe) {
                 (Workload::W3, Some((url, probe))) => {
                     let config = w3::Config {
-                        tasks: args.w3_tasks.max(1),
-                        clients: args.w3_clients.max(1),
-                        duration: Duration::from_secs_f64(args.w3_duration),
-                        slices: args.slices.max(1),
-                        hold: Duration::from_micros(args.w3_hold_us),
-                        rslock_retry: Duration::from_millis(args.w3_rslock_retry_ms),
+                        tasks: args.w3.w3_tasks.max(1),
+                        clients: args.w3.w3_clients.max(1),
+                        duration: Duration::from_secs_f64(args.w3.w3_duration),
+                        slices: args.paced.slices.slices.max(1),
+                        hold: Duration::from_micros(args.w3.w3_hold_us),
+                        rslock_retry: Duration::from_millis(args.w3.w3_rslock_retry_ms),
                     };
                     if round == 1 {
                         println!(
                             "lockbench W3: {} tasks on one key over {} client(s) per row, {} s per row in {} slices, critical section {} us busy, rslock-tuned retry delay 0..{} ms; op = handoff, latency = release -> next acquire",
                             config.tasks,
                             config.clients,
-                            args.w3_duration,
+                            args.w3.w3_duration,
                             config.slices,
-                            args.w3_hold_us,
-                            args.w3_rslock_retry_ms
+                            args.w3.w3_hold_us,
+                            args.w3.w3_rslock_retry_ms
                         );
                     }
                     let rows = w3::connect(url, &config).await?;
@@ -732,7 +464,7 @@ async fn run_all(
                     w5::run("W5C", backend, &cluster_probes, &prefix, config).await?
                 }
                 (Workload::W1c | Workload::W2c, _) => {
-                    let kinds = args.contenders.as_deref();
+                    let kinds = args.rows.contenders.as_deref();
                     let entrants = cluster::entrants(kinds, &topologies.cluster_urls).await?;
                     run_rows(args, workload, &entrants, &cluster_probes, &prefix).await?
                 }
@@ -741,31 +473,32 @@ async fn run_all(
                         .pair_urls
                         .as_ref()
                         .ok_or("W1A/W2A: no replicated pair")?;
-                    let entrants = acked::entrants(args.contenders.as_deref(), primary).await?;
+                    let entrants =
+                        acked::entrants(args.rows.contenders.as_deref(), primary).await?;
                     run_rows(args, workload, &entrants, &pair_probe, &prefix).await?
                 }
                 (Workload::W9, Some((url, probe))) => {
                     let config = w9::Config {
-                        tasks: usize::try_from(args.w9_tasks)?,
-                        hold: Duration::from_millis(args.w9_hold_ms),
-                        duration: Duration::from_secs_f64(args.duration),
-                        slices: args.slices.max(1),
+                        tasks: usize::try_from(args.w9.w9_tasks)?,
+                        hold: Duration::from_millis(args.w9.w9_hold_ms),
+                        duration: Duration::from_secs_f64(args.paced.duration),
+                        slices: args.paced.slices.slices.max(1),
                         warmup: Duration::from_millis(300),
                     };
                     if round == 1 {
                         println!(
                             "lockbench W9: {} tasks (separate owners) on one client per row take one lock, hold it {} ms, release it and queue again; {} s per row in {} slices; op = one turn, latency = the wait from the lock call to the grant",
-                            config.tasks, args.w9_hold_ms, args.duration, config.slices
+                            config.tasks, args.w9.w9_hold_ms, args.paced.duration, config.slices
                         );
                     }
                     w9::run(url, probe, &prefix, config).await?
                 }
                 (Workload::W7, Some((url, probe))) => {
                     let config = w7::Config {
-                        tasks: usize::try_from(args.w7_tasks)?,
-                        permits: args.w7_permits,
-                        duration: Duration::from_secs_f64(args.duration),
-                        slices: args.slices.max(1),
+                        tasks: usize::try_from(args.w7.w7_tasks)?,
+                        permits: args.w7.w7_permits,
+                        duration: Duration::from_secs_f64(args.paced.duration),
+                        slices: args.paced.slices.slices.max(1),
                         warmup: Duration::from_millis(300),
                     };
                     if round == 1 {
@@ -774,7 +507,7 @@ async fn run_all(
                             config.tasks,
                             config.permits,
                             config.tasks,
-                            args.duration,
+                            args.paced.duration,
                             config.slices
                         );
                     }
@@ -782,43 +515,43 @@ async fn run_all(
                 }
                 (Workload::W8, Some((url, probe))) => {
                     let config = w8::Config {
-                        tasks: usize::try_from(args.w8_tasks)?,
-                        duration: Duration::from_secs_f64(args.duration),
-                        slices: args.slices.max(1),
+                        tasks: usize::try_from(args.w8.w8_tasks)?,
+                        duration: Duration::from_secs_f64(args.paced.duration),
+                        slices: args.paced.slices.slices.max(1),
                         warmup: Duration::from_millis(300),
                     };
                     if round == 1 {
                         println!(
                             "lockbench W8: {} tasks on one client per row take and release the lock of one name (read lock; distlock-exclusive: the plain lock), {} s per row in {} slices; op = lock + release, latency = lock call -> release returned",
-                            config.tasks, args.duration, config.slices
+                            config.tasks, args.paced.duration, config.slices
                         );
                     }
                     w8::run(url, probe, &prefix, config).await?
                 }
                 (Workload::W8w, Some((url, probe))) => {
                     let config = w8w::Config {
-                        readers: usize::try_from(args.w8w_readers)?,
-                        hold: Duration::from_millis(args.w8w_hold_ms),
-                        duration: Duration::from_secs_f64(args.w8w_duration),
-                        give_up: Duration::from_secs_f64(args.w8w_give_up),
+                        readers: usize::try_from(args.w8w.w8w_readers)?,
+                        hold: Duration::from_millis(args.w8w.w8w_hold_ms),
+                        duration: Duration::from_secs_f64(args.w8w.w8w_duration),
+                        give_up: Duration::from_secs_f64(args.w8w.w8w_give_up),
                     };
                     if round == 1 {
                         println!(
                             "lockbench W8W: {} readers on one client per row hold the read lock {} ms each and take it again at once; one writer on the same client tries for the write lock (holds {} ms, asks again {} ms after a write, gives an attempt up after {} s) for {} s; op = write attempt, latency = the writer's wait, costs per read or write pair",
                             config.readers,
-                            args.w8w_hold_ms,
-                            args.w8w_hold_ms,
+                            args.w8w.w8w_hold_ms,
+                            args.w8w.w8w_hold_ms,
                             w8w::WRITER_PAUSE.as_millis(),
-                            args.w8w_give_up,
-                            args.w8w_duration
+                            args.w8w.w8w_give_up,
+                            args.w8w.w8w_duration
                         );
                     }
                     w8w::run(url, probe, &prefix, config).await?
                 }
                 (Workload::W6, Some((url, probe))) => {
                     let config = w6::Config {
-                        waiters: args.waiters,
-                        batch: args.release_batch.max(1),
+                        waiters: args.w6.waiters,
+                        batch: args.w6.release_batch.max(1),
                     };
                     if round == 1 {
                         println!(
@@ -834,14 +567,14 @@ async fn run_all(
                 }
                 (Workload::W4, _) => {
                     let entrants = w4::connect(node_urls, counts).await?;
-                    let (warmup, iterations) = (args.warmup, args.w4_iterations);
+                    let (warmup, iterations) = (args.w1.pairs.warmup, args.w4.w4_iterations);
                     w4::run(
                         entrants,
                         &node_probes,
                         &prefix,
                         warmup,
                         iterations,
-                        args.chunk,
+                        args.w1.pairs.chunk,
                     )
                     .await?
                 }
@@ -859,9 +592,9 @@ async fn run_all(
 }
 
 /// W10's settings (leases checked as any lease is); printed in the first round.
-fn w10_config(args: &Args, round: usize) -> Result<w10::Config, BenchError> {
-    let mut leases = Vec::with_capacity(args.w10_leases_ms.len());
-    for &ms in &args.w10_leases_ms {
+fn w10_config(args: &Suite, round: usize) -> Result<w10::Config, BenchError> {
+    let mut leases = Vec::with_capacity(args.w10.w10_leases_ms.len());
+    for &ms in &args.w10.w10_leases_ms {
         let lease = Duration::from_millis(ms);
         lock_core::options::check_lease(lease)
             .map_err(|error| format!("--w10-leases-ms {ms}: {error}"))?;
@@ -869,25 +602,25 @@ fn w10_config(args: &Args, round: usize) -> Result<w10::Config, BenchError> {
     }
     let config = w10::Config {
         leases,
-        failovers: usize::try_from(args.w10_failovers)?,
-        handovers: usize::try_from(args.w10_handovers)?,
+        failovers: usize::try_from(args.w10.w10_failovers)?,
+        handovers: usize::try_from(args.w10.w10_handovers)?,
     };
     if round == 1 {
         println!(
             "lockbench W10: leases {:?} ms, watchdog-renewed; crash rows: {} crash(es) per lease of a leader in its own runtime (leadership forgotten, runtime shut down: no release, connections closed) at a random point of its renewal cycle; resign rows: {} resignation(s) per lease; op = one failover, latency = crash or resign -> the waiting candidate leads",
-            args.w10_leases_ms, config.failovers, config.handovers
+            args.w10.w10_leases_ms, config.failovers, config.handovers
         );
     }
     Ok(config)
 }
 
 /// W5's and W5C's settings; printed in the first round.
-fn w5_config(args: &Args, workload: Workload, round: usize) -> w5::Config {
+fn w5_config(args: &Suite, workload: Workload, round: usize) -> w5::Config {
     let config = w5::Config {
-        locks: args.locks,
-        lease: Duration::from_millis(args.w5_lease_ms),
-        periods: args.w5_periods,
-        hash_tags: args.w5_hash_tags,
+        locks: args.w5.locks,
+        lease: Duration::from_millis(args.w5.w5_lease_ms),
+        periods: args.w5.w5_periods,
+        hash_tags: args.w5.w5_hash_tags,
     };
     if round == 1 {
         let names = match config.hash_tags {
@@ -898,8 +631,8 @@ fn w5_config(args: &Args, workload: Workload, round: usize) -> w5::Config {
             "lockbench {}: {} watchdog locks, {names}, lease {} ms (renewed every {} ms), held {} period(s); op = one acquisition, costs per renewal period",
             workload.label(),
             config.locks,
-            args.w5_lease_ms,
-            args.w5_lease_ms / 3,
+            args.w5.w5_lease_ms,
+            args.w5.w5_lease_ms / 3,
             config.periods
         );
     }
@@ -909,7 +642,7 @@ fn w5_config(args: &Args, workload: Workload, round: usize) -> w5::Config {
 /// W1's loop (W1, W1C, W1A) or W2's (W2, W2C, W2A) over `entrants`, the counters summed over
 /// `probes`.
 async fn run_rows(
-    args: &Args,
+    args: &Suite,
     workload: Workload,
     entrants: &[(&'static str, Contender)],
     probes: &[Probe],
@@ -918,24 +651,41 @@ async fn run_rows(
     let label = workload.label();
     match workload {
         Workload::W1 | Workload::W1c | Workload::W1a => {
-            let (warmup, iterations) = (args.warmup, args.iterations);
+            let (warmup, iterations) = (args.w1.pairs.warmup, args.w1.iterations);
             w1::run(
-                label, entrants, probes, prefix, warmup, iterations, args.chunk,
+                label,
+                entrants,
+                probes,
+                prefix,
+                warmup,
+                iterations,
+                args.w1.pairs.chunk,
             )
             .await
         }
         Workload::W2 | Workload::W2c | Workload::W2a => {
-            let slices = args.slices.max(1);
-            let each = match args.per_task {
+            let slices = args.paced.slices.slices.max(1);
+            let each = match args.w2.per_task {
                 Some(count) => w2::Stop::Count(count.div_ceil(u64::from(slices))),
-                None => w2::Stop::After(Duration::from_secs_f64(args.duration / f64::from(slices))),
+                None => w2::Stop::After(Duration::from_secs_f64(
+                    args.paced.duration / f64::from(slices),
+                )),
             };
             let slices = w2::Slices {
                 count: slices,
                 each,
             };
             let warmup = Duration::from_millis(300);
-            w2::run(label, entrants, probes, prefix, args.tasks, warmup, slices).await
+            w2::run(
+                label,
+                entrants,
+                probes,
+                prefix,
+                args.w2.tasks,
+                warmup,
+                slices,
+            )
+            .await
         }
         Workload::W3
         | Workload::W4
@@ -952,13 +702,14 @@ async fn run_rows(
 
 /// W1 or W2 × every selected contender on `url`, each contender on a fresh connection.
 async fn run_single(
-    args: &Args,
+    args: &Suite,
     workload: Workload,
     url: &str,
     probe: &Probe,
     prefix: &str,
 ) -> Result<Vec<Measurement>, BenchError> {
     let kinds = args
+        .rows
         .contenders
         .clone()
         .unwrap_or_else(|| Kind::ALL.to_vec());
@@ -974,7 +725,7 @@ async fn run_single(
         let prefix = format!("{prefix}:held:{}", held.len());
         held.push(
             contender
-                .hold_background(&prefix, args.background_holds)
+                .hold_background(&prefix, args.rows.background_holds)
                 .await?,
         );
     }
@@ -1014,7 +765,7 @@ struct Servers<'a> {
 }
 
 fn to_json(
-    args: &Args,
+    args: &Suite,
     servers: &Servers<'_>,
     rows: &[Measurement],
     medians: &[&Measurement],
@@ -1052,9 +803,9 @@ fn to_json(
         servers.node_version,
         counts.join(", "),
         cluster_urls.join(", "),
-        args.threads,
-        args.rounds,
-        args.smoke,
+        args.shared.threads,
+        args.shared.rounds,
+        args.shared.smoke,
         loadavg(),
         list(rows.iter().map(Measurement::to_json).collect()),
         list(medians.iter().map(|row| row.to_json()).collect()),

@@ -7,6 +7,44 @@ use crate::contenders::{BenchError, Contender};
 use crate::measurement::{Measurement, Tally, record};
 use crate::probe::{self, Probe};
 
+/// W1's settings on the command line (also W1C's and W1A's).
+#[derive(Clone, Debug, clap::Args)]
+#[group(id = "w1")]
+pub struct Args {
+    /// Measured lock + unlock pairs per contender.
+    #[arg(long, default_value_t = 20_000)]
+    pub iterations: u64,
+    #[command(flatten)]
+    pub pairs: Pairs,
+}
+
+impl Args {
+    /// `--smoke`'s counts.
+    pub fn smoke(&mut self) {
+        self.iterations = 300;
+        self.pairs.smoke();
+    }
+}
+
+/// The one-task loops' warm-up and turns (W1, W1C, W1A and W4).
+#[derive(Clone, Debug, clap::Args)]
+pub struct Pairs {
+    /// Unmeasured pairs per contender (W4: per row) before measuring.
+    #[arg(long, default_value_t = 2_000)]
+    pub warmup: u64,
+    /// The contenders (W4: the rows) take turns every this many pairs.
+    #[arg(long, default_value_t = 1_000)]
+    pub chunk: u64,
+}
+
+impl Pairs {
+    /// `--smoke`'s counts.
+    pub fn smoke(&mut self) {
+        self.warmup = 50;
+        self.chunk = 100;
+    }
+}
+
 /// Runs `warmup` unmeasured pairs per contender, then `iterations` measured ones, in chunks of
 /// `chunk` pairs that take turns between the contenders (so a slow spell of the machine hits them
 /// all alike). Everything runs in one spawned task, on a runtime worker as application code does.

@@ -35,6 +35,30 @@ pub const WORKLOAD: &str = "W10";
 /// How long a failover may take before the run gives up: the lease plus this.
 const GIVE_UP_AFTER_LEASE: Duration = Duration::from_secs(10);
 
+/// W10's settings on the command line.
+#[derive(Clone, Debug, clap::Args)]
+#[group(id = "w10")]
+pub struct Args {
+    /// The leases (ms, comma list), a `crash-` and a `resign-` row each (`--smoke`: 1000).
+    #[arg(long, value_delimiter = ',', default_values_t = [1000, 3000, 10000])]
+    pub w10_leases_ms: Vec<u64>,
+    /// Leader crashes measured per lease (`--smoke`: 1).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    pub w10_failovers: u64,
+    /// Resignations measured per lease (`--smoke`: 3).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub w10_handovers: u64,
+}
+
+impl Args {
+    /// `--smoke`'s leases and counts.
+    pub fn smoke(&mut self) {
+        self.w10_leases_ms = vec![1000];
+        self.w10_failovers = 1;
+        self.w10_handovers = 3;
+    }
+}
+
 /// W10's settings.
 #[derive(Clone, Debug)]
 pub struct Config {

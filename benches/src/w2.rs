@@ -9,6 +9,26 @@ use crate::contenders::{BenchError, Contender};
 use crate::measurement::{Measurement, Tally, new_histogram, record};
 use crate::probe::{self, Probe};
 
+/// W2's settings on the command line (also W2C's and W2A's); the measured time and its slices
+/// are `--duration` and `--slices`.
+#[derive(Clone, Debug, clap::Args)]
+#[group(id = "w2")]
+pub struct Args {
+    /// Concurrent tasks.
+    #[arg(long, default_value_t = 64)]
+    pub tasks: usize,
+    /// A fixed number of pairs per task instead of `--duration`.
+    #[arg(long)]
+    pub per_task: Option<u64>,
+}
+
+impl Args {
+    /// `--smoke`: timed, never `--per-task`.
+    pub fn smoke(&mut self) {
+        self.per_task = None;
+    }
+}
+
 /// When the tasks of one slice stop.
 #[derive(Clone, Copy, Debug)]
 pub enum Stop {

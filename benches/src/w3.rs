@@ -53,6 +53,35 @@ const WORKLOAD: &str = "W3";
 /// `PING`s sampled before every slice for the `ping` row.
 const PINGS_PER_SLICE: usize = 200;
 
+/// W3's settings on the command line; its slices are `--slices`.
+#[derive(Clone, Debug, clap::Args)]
+#[group(id = "w3")]
+pub struct Args {
+    /// Tasks contending on the one key.
+    #[arg(long, default_value_t = 16)]
+    pub w3_tasks: usize,
+    /// Clients (connections) per row the tasks share, task `i` using client `i % n`.
+    #[arg(long, default_value_t = 1)]
+    pub w3_clients: usize,
+    /// Measured seconds per row, cut into `--slices` slices.
+    #[arg(long, default_value_t = 6.0)]
+    pub w3_duration: f64,
+    /// Busy microseconds inside the critical section.
+    #[arg(long, default_value_t = 50)]
+    pub w3_hold_us: u64,
+    /// The `rslock-tuned` row's retry delay in ms (rslock sleeps a random `0..this` ms between
+    /// attempts; its default is 200). At least 2: 1 would mean no delay at all.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..))]
+    pub w3_rslock_retry_ms: u64,
+}
+
+impl Args {
+    /// `--smoke`'s duration.
+    pub fn smoke(&mut self) {
+        self.w3_duration = 1.0;
+    }
+}
+
 /// W3's settings.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {

@@ -25,6 +25,30 @@ use crate::probe::{self, Probe};
 /// The workload's label in rows and ratios.
 const WORKLOAD: &str = "W4";
 
+/// W4's settings on the command line; its warm-up and turns are W1's `--warmup` and `--chunk`.
+#[derive(Clone, Debug, clap::Args)]
+#[group(id = "w4")]
+pub struct Args {
+    /// Use these independent servers (comma list or repeated) instead of starting throw-away
+    /// ones; at least as many as the largest `--nodes`. Node 0 serves `single`.
+    #[arg(long, value_delimiter = ',')]
+    pub urls: Vec<String>,
+    /// Node counts; each gets `multi-n`, `redlock-n` and `rslock-n` rows over the first `n`
+    /// nodes.
+    #[arg(long, value_delimiter = ',', default_value = "3,5")]
+    pub nodes: Vec<usize>,
+    /// Measured lock + unlock pairs per row.
+    #[arg(long, default_value_t = 5_000)]
+    pub w4_iterations: u64,
+}
+
+impl Args {
+    /// `--smoke`'s count.
+    pub fn smoke(&mut self) {
+        self.w4_iterations = 300;
+    }
+}
+
 /// One W4 row: a client and the nodes it spans (the first `nodes` of the node list).
 #[derive(Clone)]
 pub struct Row {

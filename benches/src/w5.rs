@@ -48,6 +48,34 @@ use crate::probe::{Counters, Probe};
 /// The commands a renewal call is made of, as `INFO commandstats` names them.
 const SCRIPT_CALLS: &[&str] = &["evalsha", "eval", "evalsha_ro", "eval_ro", "fcall"];
 
+/// W5's settings on the command line (also W5C's).
+#[derive(Clone, Debug, clap::Args)]
+#[group(id = "w5")]
+pub struct Args {
+    /// Locks held under the watchdog.
+    #[arg(long, default_value_t = 10_000)]
+    pub locks: usize,
+    /// The watchdog lease in ms (renewed every third of it).
+    #[arg(long, default_value_t = 3_000, value_parser = clap::value_parser!(u64).range(30..))]
+    pub w5_lease_ms: u64,
+    /// Renewal periods to hold the locks for.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub w5_periods: u32,
+    /// 0 (default) gives every lock a name of its own hash; `n` puts hash tag `{t<i % n>}` in
+    /// lock `i`'s name, so the locks share `n` slots (on a cluster, renewals are grouped by
+    /// slot).
+    #[arg(long, default_value_t = 0)]
+    pub w5_hash_tags: usize,
+}
+
+impl Args {
+    /// `--smoke`'s counts.
+    pub fn smoke(&mut self) {
+        self.locks = 1_000;
+        self.w5_periods = 1;
+    }
+}
+
 /// W5's settings.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {

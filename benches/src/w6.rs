@@ -55,6 +55,26 @@ const BATCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// The commands an acquire attempt is made of, as `INFO commandstats` names them.
 const SCRIPT_CALLS: &[&str] = &["evalsha", "eval", "fcall"];
 
+/// W6's settings on the command line.
+#[derive(Clone, Debug, clap::Args)]
+#[group(id = "w6")]
+pub struct Args {
+    /// Waiting tasks, each on a lock of its own.
+    #[arg(long, default_value_t = 10_000)]
+    pub waiters: usize,
+    /// Locks the holder releases at once; the next batch goes when their waiters woke (1: one
+    /// wake-up at a time, no queueing of our own making).
+    #[arg(long, default_value_t = 1)]
+    pub release_batch: usize,
+}
+
+impl Args {
+    /// `--smoke`'s count.
+    pub fn smoke(&mut self) {
+        self.waiters = 500;
+    }
+}
+
 /// W6's settings.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {

@@ -81,6 +81,19 @@ static TRY_SET_PERMITS: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
+/// W7's settings on the command line; the measured time and its slices are `--duration` and
+/// `--slices`.
+#[derive(Clone, Debug, clap::Args)]
+#[group(id = "w7")]
+pub struct Args {
+    /// Tasks taking and giving back one permit, on one client per row.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    pub w7_tasks: u64,
+    /// The permits of the contended rows (the `-nowait` rows have one per task).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    pub w7_permits: u32,
+}
+
 /// W7's settings.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {

@@ -203,6 +203,16 @@ static WRITE_UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
+/// W8's settings on the command line; the measured time and its slices are `--duration` and
+/// `--slices`.
+#[derive(Clone, Debug, clap::Args)]
+#[group(id = "w8")]
+pub struct Args {
+    /// Tasks taking and releasing the read lock of one name, on one client per row.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub w8_tasks: u64,
+}
+
 /// W8's settings.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {

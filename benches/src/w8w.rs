@@ -46,6 +46,33 @@ pub const READERS_FIRST: Duration = Duration::from_millis(100);
 /// all the time.
 pub const WRITER_PAUSE: Duration = Duration::from_millis(10);
 
+/// W8W's settings on the command line.
+#[derive(Clone, Debug, clap::Args)]
+#[group(id = "w8w")]
+pub struct Args {
+    /// Reader tasks, each holding the read lock `--w8w-hold-ms` and taking it again at once.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    pub w8w_readers: u64,
+    /// How long a reader (and the writer, once in) holds the lock, in ms.
+    #[arg(long, default_value_t = 2)]
+    pub w8w_hold_ms: u64,
+    /// Seconds per row during which the writer starts attempts (twice `--w8w-give-up`: a writer
+    /// that never gets in still makes two attempts).
+    #[arg(long, default_value_t = 20.0)]
+    pub w8w_duration: f64,
+    /// Seconds one write attempt waits at most before it is given up.
+    #[arg(long, default_value_t = 10.0)]
+    pub w8w_give_up: f64,
+}
+
+impl Args {
+    /// `--smoke`'s durations.
+    pub fn smoke(&mut self) {
+        self.w8w_duration = 1.0;
+        self.w8w_give_up = 1.0;
+    }
+}
+
 /// W8W's settings.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {

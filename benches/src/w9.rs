@@ -160,6 +160,19 @@ static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
+/// W9's settings on the command line; the measured time and its slices are `--duration` and
+/// `--slices`.
+#[derive(Clone, Debug, clap::Args)]
+#[group(id = "w9")]
+pub struct Args {
+    /// Tasks (separate owners) taking turns on one lock, on one client per row.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    pub w9_tasks: u64,
+    /// How long each turn holds the lock, in ms.
+    #[arg(long, default_value_t = 1)]
+    pub w9_hold_ms: u64,
+}
+
 /// W9's settings.
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
