@@ -4,15 +4,20 @@
 //! Rows (contenders): `raw-setnx` (SET NX PX + compare-and-delete), `raw-script` (distlock's own
 //! acquire/release Lua by EVALSHA on a `MultiplexedConnection`), `raw-script-cm` (the same on a
 //! `ConnectionManager`), `distlock-fixed` / `distlock-try_lock` / `distlock-lock`
-//! (`Locker<RedisBackend>`), and `rslock`. Workloads: W1 (one task) and W2 (many tasks on one
-//! client). An op is one lock + unlock pair; latencies are per pair.
+//! (`Locker<RedisBackend>`), and `rslock`. Workloads: W1 (`uncontended`: one task) and W2
+//! (`distinct-names`: many tasks on one client), the default of `suite`. An op is one lock +
+//! unlock pair; latencies are per pair.
 //!
-//! W4 (not in the default `--workloads`) runs one task over several independent servers: rows
+//! Each workload is a subcommand with only its own flags (see `cli.rs`; each workload's own
+//! `Args` is in its `w*.rs`); `suite --workloads` runs several in one run with all their flags.
+//!
+//! W4 (`redlock`) runs one task over several independent servers: rows
 //! `single` (`Locker<RedisBackend>` on node 0), and for every `--nodes` count `n`, `multi-n`
 //! (`Locker<MultiLock>`), `redlock-n` (`Locker<RedLock>`) and `rslock-n` (rslock's Redlock over
 //! the same nodes); see `w4.rs`.
 //!
-//! W3, W5 and W6 (not in the default `--workloads` either) run on the one server:
+//! W3 (`handoffs`), W5 (`renewals`), W6 (`wake-ups`), W7 (`semaphore`), W8 (`read-lock`) and W8W
+//! (`writer-wait`) run on the one server:
 //! - W3: `--w3-tasks` tasks contend on one key; op = a handoff to another task, latency = the
 //!   release → next-acquire wait; rows `distlock`, `rslock`, `rslock-tuned` and `ping` (the PING
 //!   round trip of the same run). See `w3.rs`.
@@ -32,35 +37,37 @@
 //!   one writer trying to get in (each attempt given up after `--w8w-give-up` s): the writer's
 //!   wait and writes; rows `distlock-writer` and `raw-scripts`. See `w8w.rs`.
 //!
-//! W9 (not in the default `--workloads`): `--w9-tasks` tasks (separate owners) take a lock,
-//! hold it `--w9-hold-ms`, release it and queue again; throughput, the wait for the grant and
-//! grants out of arrival order; rows `distlock-fair` (the fair lock, which must grant in order),
+//! W9 (`fair-handoffs`): `--w9-tasks` tasks (separate owners) take a lock, hold it
+//! `--w9-hold-ms`, release it and queue again; throughput, the wait for the grant and grants
+//! out of arrival order; rows `distlock-fair` (the fair lock, which must grant in order),
 //! `distlock-lock` (the plain lock) and `raw-fair-scripts` (Redisson's `RFairLock` scripts on a
 //! raw redis-rs client). See `w9.rs`.
 //!
-//! W1C, W2C and W5C (not in the default `--workloads`) are W1, W2 and W5 on a throw-away Redis
+//! W1C, W2C and W5C (`uncontended-cluster`, ...) are W1, W2 and W5 on a throw-away Redis
 //! Cluster of 3 primaries: rows `ping2`, `raw-script` (a raw redis-rs cluster client running the
 //! same scripts) and the distlock rows on `RedisBackend::cluster_builder`; see `cluster.rs`. W1A
-//! and W2A (not in the default either) are W1 and W2 on a throw-away primary with one replica,
-//! each distlock row as it is and with replica acknowledgement (`<row>-ack`); see `acked.rs`.
+//! and W2A (`uncontended-acked`, `distinct-names-acked`) are W1 and W2 on a throw-away primary
+//! with one replica, each distlock row as it is and with replica acknowledgement (`<row>-ack`);
+//! see `acked.rs`.
 //!
-//! W10 (not in the default either) is leader election failover on the one server: for each lease
+//! W10 (`failover`) is leader election failover on the one server: for each lease
 //! of `--w10-leases-ms`, rows `crash-<lease>` (a leader crashes: its runtime and connections gone
 //! without a word; latency = crash -> a waiting candidate leads) and `resign-<lease>` (the
 //! leader resigns; latency = resign -> the waiting candidate leads), with the latency ÷ the lease.
 //! See `w10.rs`.
 //!
 //! ```text
-//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1,w2 --json out.json
-//! cargo run --release -p distlock-bench --bin lockbench -- --plot-from out.json --plot out.svg
-//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w4 --nodes 3,5
-//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1,w2,w4 --smoke
-//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w3,w5,w6 --rounds 1
-//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w7 --rounds 2
-//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w8,w8w --rounds 2
-//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w1c,w2c,w5c,w1a,w2a
-//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w9 --rounds 2
-//! cargo run --release -p distlock-bench --bin lockbench -- --workloads w10 --w10-leases-ms 1000,3000,10000
+//! cargo run --release -p distlock-bench --bin lockbench -- suite --workloads w1,w2 --json out.json
+//! cargo run --release -p distlock-bench --bin lockbench -- plot --from out.json --to out.svg
+//! cargo run --release -p distlock-bench --bin lockbench -- redlock --nodes 3,5
+//! cargo run --release -p distlock-bench --bin lockbench -- suite --workloads w1,w2,w4 --smoke
+//! cargo run --release -p distlock-bench --bin lockbench -- suite --workloads w3,w5,w6 --rounds 1
+//! cargo run --release -p distlock-bench --bin lockbench -- semaphore --rounds 2
+//! cargo run --release -p distlock-bench --bin lockbench -- suite --workloads w8,w8w --rounds 2
+//! cargo run --release -p distlock-bench --bin lockbench -- suite --workloads w1c,w2c,w5c,w1a,w2a
+//! cargo run --release -p distlock-bench --bin lockbench -- fair-handoffs --rounds 2
+//! cargo run --release -p distlock-bench --bin lockbench -- failover --w10-leases-ms 1000,3000,10000
+//! cargo run --release -p distlock-bench --bin lockbench -- handoffs --help
 //! ```
 
 mod acked;

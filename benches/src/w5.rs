@@ -30,7 +30,7 @@
 //! - `rss_per_lock_b`: resident set growth (`/proc/self/statm`) from before the first acquire to
 //!   the end of the hold phase, divided by the locks: guards, registry entries, names. It can
 //!   under-count when the allocator reuses memory freed by workloads that ran before in the same
-//!   process; `--workloads w5` alone gives the cleanest figure. `rss_acquired_per_lock_b`: the
+//!   process; `lockbench renewals` alone gives the cleanest figure. `rss_acquired_per_lock_b`: the
 //!   same up to the last acquisition, before any renewal (what the renewals add is the
 //!   difference).
 //! - `lost`: guards whose lease was reported lost (should be 0); `keys_left`: lock keys still on
