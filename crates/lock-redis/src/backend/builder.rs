@@ -244,7 +244,7 @@ impl RedisBackendBuilder {
     /// use lock_redis::RedisBackend;
     ///
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// let backend = RedisBackend::builder(crate::RedisTarget::cluster(["rediss://127.0.0.1:7000/"]))
+    /// let backend = RedisBackend::builder(lock_redis::RedisTarget::cluster(["rediss://127.0.0.1:7000/"]))
     ///     .tls_ca_pem(std::fs::read("ca.crt")?)
     ///     .tls_client_identity(std::fs::read("client.crt")?, std::fs::read("client.key")?)
     ///     .connect()

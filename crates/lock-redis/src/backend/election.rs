@@ -25,11 +25,12 @@ use crate::wire::keys;
 ///
 /// ```no_run
 /// # async fn demo() -> lock_core::Result<()> {
-/// use lock_core::Election;
+/// use lock_core::Locker;
 /// use lock_redis::RedisBackend;
 ///
-/// let election = Election::new(RedisBackend::connect("redis://127.0.0.1:6379/").await?);
-/// let leadership = election.campaign("scheduler", "10.0.0.7:9000").await?;
+/// // Applications reach the side through `Locker::election`.
+/// let locker = Locker::new(RedisBackend::connect("redis://127.0.0.1:6379/").await?);
+/// let leadership = locker.election("scheduler")?.campaign("10.0.0.7:9000").await?;
 /// leadership.resign().await?;
 /// # Ok(())
 /// # }

@@ -17,12 +17,12 @@ use crate::wire::keys;
 ///
 /// ```no_run
 /// # async fn demo() -> lock_core::Result<()> {
-/// use lock_core::{FairBackend, Locker};
+/// use lock_core::Locker;
 /// use lock_redis::RedisBackend;
 ///
-/// let backend = RedisBackend::connect("redis://127.0.0.1:6379/").await?;
-/// let fair = Locker::new(backend.fair_side());
-/// let turn = fair.lock("printer").await?; // waiters are served in the order they came
+/// // Applications reach the side through `Locker::fair`.
+/// let locker = Locker::new(RedisBackend::connect("redis://127.0.0.1:6379/").await?);
+/// let turn = locker.fair("printer")?.lock().await?; // waiters are served in the order they came
 /// turn.release().await?;
 /// # Ok(())
 /// # }

@@ -42,7 +42,7 @@ pub enum NotificationMode {
 /// # async fn demo() -> Result<(), lock_core::Error> {
 /// use lock_redis::{RedisBackend, ShardedPubSub};
 ///
-/// let backend = RedisBackend::builder(crate::RedisTarget::cluster(["redis://127.0.0.1:7000/"]))
+/// let backend = RedisBackend::builder(lock_redis::RedisTarget::cluster(["redis://127.0.0.1:7000/"]))
 ///     .sharded_pubsub(ShardedPubSub::On)
 ///     .connect()
 ///     .await?;

@@ -19,12 +19,14 @@ use crate::wire::keys;
 ///
 /// ```no_run
 /// # async fn demo() -> lock_core::Result<()> {
-/// use lock_core::PermitLocker;
+/// use lock_core::Locker;
 /// use lock_redis::RedisBackend;
 ///
-/// let permits = PermitLocker::new(RedisBackend::connect("redis://127.0.0.1:6379/").await?);
-/// permits.try_set_permits("gpu", 2).await?;
-/// let gpu = permits.acquire("gpu").await?;
+/// // Applications reach the side through `Locker::permits`.
+/// let locker = Locker::new(RedisBackend::connect("redis://127.0.0.1:6379/").await?);
+/// let gpus = locker.permits("gpu")?;
+/// gpus.try_set_permits(2).await?;
+/// let gpu = gpus.acquire().await?;
 /// gpu.release().await?;
 /// # Ok(())
 /// # }

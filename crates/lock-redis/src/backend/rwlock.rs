@@ -16,11 +16,12 @@ use crate::wire::keys;
 ///
 /// ```no_run
 /// # async fn demo() -> lock_core::Result<()> {
-/// use lock_core::RwLocker;
+/// use lock_core::Locker;
 /// use lock_redis::RedisBackend;
 ///
-/// let locks = RwLocker::new(RedisBackend::connect("redis://127.0.0.1:6379/").await?);
-/// let reading = locks.read("catalog").await?;
+/// // Applications reach the side through `Locker::read_write`.
+/// let locker = Locker::new(RedisBackend::connect("redis://127.0.0.1:6379/").await?);
+/// let reading = locker.read_write("catalog")?.read().await?;
 /// reading.release().await?;
 /// # Ok(())
 /// # }
@@ -35,11 +36,12 @@ pub struct RedisReadSide(RedisBackend, Side);
 ///
 /// ```no_run
 /// # async fn demo() -> lock_core::Result<()> {
-/// use lock_core::RwLocker;
+/// use lock_core::Locker;
 /// use lock_redis::RedisBackend;
 ///
-/// let locks = RwLocker::new(RedisBackend::connect("redis://127.0.0.1:6379/").await?);
-/// let writing = locks.write("catalog").await?;
+/// // Applications reach the side through `Locker::read_write`.
+/// let locker = Locker::new(RedisBackend::connect("redis://127.0.0.1:6379/").await?);
+/// let writing = locker.read_write("catalog")?.write().await?;
 /// writing.release().await?;
 /// # Ok(())
 /// # }
