@@ -5,8 +5,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use distlock::ReadWriteMode;
 use distlock::RedisLocker;
-use distlock::RwMode;
 use distlock::redis::{Layout, LockDescription};
 use serde_json::json;
 
@@ -112,7 +112,7 @@ pub fn as_text(name: &str, lock: &LockDescription) -> String {
         Layout::ReadWrite => format!(
             "{name}: held for {} (read-write lock, Redisson's RReadWriteLock layout)\n",
             match lock.mode {
-                Some(RwMode::Write) => "writing",
+                Some(ReadWriteMode::Write) => "writing",
                 _ => "reading",
             }
         ),
@@ -286,8 +286,8 @@ pub fn as_json(name: &str, lock: &LockDescription) -> serde_json::Value {
     let extra = match &lock.layout {
         Layout::ReadWrite => json!({
             "mode": match lock.mode {
-                Some(RwMode::Read) => Some("read"),
-                Some(RwMode::Write) => Some("write"),
+                Some(ReadWriteMode::Read) => Some("read"),
+                Some(ReadWriteMode::Write) => Some("write"),
                 _ => None,
             },
             "readers": holds(&lock.readers),

@@ -46,7 +46,7 @@
 //! | role | names |
 //! |---|---|
 //! | the entry point and the lock | [`Locker`], [`LockGuard`], [`LockOptions`], [`Lease`], [`Wait`], [`Owner`], [`Fenced`], [`Unfenced`], [`Fencing`], [`LockState`], [`ReleaseOutcome`], [`LeaseLoss`] |
-//! | the other primitives' handles and what they report | [`FairLock`], [`FairState`], [`ReadWriteLock`], [`RwState`], [`RwMode`], [`Semaphore`], [`SemaphoreState`], [`Permits`], [`LeasedState`], [`CountDownLatch`], [`Election`], [`Leadership`], [`Leader`], [`LeaderObserver`] |
+//! | the other primitives' handles and what they report | [`FairLock`], [`FairState`], [`ReadWriteLock`], [`ReadWriteState`], [`ReadWriteMode`], [`Semaphore`], [`SemaphoreState`], [`Permits`], [`PermitState`], [`CountDownLatch`], [`Election`], [`Leadership`], [`Leader`], [`LeaderObserver`] |
 //! | errors | [`Error`], [`Result`] (details in [`error`]; the limits on names, leases and waits in [`options`]) |
 //! | backends | [`MemoryBackend`]; with `redis`: [`RedisBackend`], [`RedisBackendBuilder`], [`LockKind`], [`NotificationMode`], [`ReplicaAck`], [`Shortfall`], [`RedisTarget`], [`RedisNode`], [`RedisLocker`], [`connect`]; [`MultiLock`], [`RedLock`], [`connect_multi`], [`connect_redlock`] |
 //!

@@ -35,7 +35,7 @@
 //! - [`FairBackend`] and [`FairLock`] ([`Locker::fair`]): a lock granted in arrival order.
 //! - [`ElectionBackend`] and [`Election`] ([`Locker::election`]): leader election on the lock
 //!   (campaign, resign, leader, observe), each leadership with a growing term.
-//! - [`LeasedSemaphoreBackend`] and [`Permits`] ([`Locker::permits`]): semaphore permits held
+//! - [`PermitBackend`] and [`Permits`] ([`Locker::permits`]): semaphore permits held
 //!   like locks, given back by the store when their lease ends (Redisson's
 //!   `RPermitExpirableSemaphore`).
 //! - [`LatchBackend`] and [`CountDownLatch`] ([`Locker::latch`]): a countdown latch (Redisson's
@@ -64,7 +64,7 @@
 //! - `order`: one line per (name, owner field) that every store call of that pair waits in, in
 //!   the order the calls were issued, with the pair's tally (holds on the store, guards alive)
 //!   and debt.
-//! - `memory`, `election_backend`, `rw_backend`, `fair_backend`, `leased_backend`, `semaphore_backend`,
+//! - `memory`, `election_backend`, `read_write_backend`, `fair_backend`, `permit_backend`, `semaphore_backend`,
 //!   `latch_backend`, `contract`, `notify`, `options`, `fencing`, `owner`, `error`: the in-memory
 //!   backend, the election's, the read-write lock's, the fair lock's, the lease-bound permits', the
 //!   semaphore's, the latch's and the lock's backend contracts, release notifications, options and checks, the fencing choice
@@ -111,15 +111,15 @@ mod guard;
 mod hold;
 mod latch;
 mod latch_backend;
-mod leased_backend;
 mod locker;
 mod memory;
 mod notify;
 mod order;
 mod owner;
+mod permit_backend;
 mod permits;
+mod read_write_backend;
 mod read_write_lock;
-mod rw_backend;
 mod semaphore;
 mod semaphore_backend;
 mod shared;
@@ -142,14 +142,14 @@ pub mod api {
     pub use crate::guard::LockGuard;
     pub use crate::hold::LeaseLoss;
     pub use crate::latch::CountDownLatch;
-    pub use crate::leased_backend::LeasedState;
     pub use crate::locker::Locker;
     pub use crate::memory::MemoryBackend;
     pub use crate::options::{Lease, LockOptions, Wait};
     pub use crate::owner::Owner;
+    pub use crate::permit_backend::PermitState;
     pub use crate::permits::Permits;
+    pub use crate::read_write_backend::{ReadWriteMode, ReadWriteState};
     pub use crate::read_write_lock::ReadWriteLock;
-    pub use crate::rw_backend::{RwMode, RwState};
     pub use crate::semaphore::Semaphore;
     pub use crate::semaphore_backend::SemaphoreState;
 }
@@ -165,13 +165,13 @@ pub mod backend {
     pub use crate::election_backend::{CampaignBackend, ElectionBackend};
     pub use crate::fair_backend::{FairBackend, QUEUE_TIMEOUT};
     pub use crate::latch_backend::LatchBackend;
-    pub use crate::leased_backend::LeasedSemaphoreBackend;
     pub use crate::memory::{
         MemoryCampaignSide, MemoryFairSide, MemoryPermitSide, MemoryReadSide, MemoryWriteSide,
     };
     pub use crate::notify::{ReleaseHub, ReleaseWatch};
     pub use crate::owner::new_client_id;
-    pub use crate::rw_backend::ReadWriteBackend;
+    pub use crate::permit_backend::PermitBackend;
+    pub use crate::read_write_backend::ReadWriteBackend;
     pub use crate::semaphore_backend::{PermitsTaken, SemaphoreBackend};
 }
 

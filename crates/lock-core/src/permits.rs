@@ -6,10 +6,10 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::fencing::Fencing;
 use crate::guard::LockGuard;
-use crate::leased_backend::{LeasedSemaphoreBackend, LeasedState};
 use crate::locker::Locker;
 use crate::options::LockOptions;
 use crate::owner::Owner;
+use crate::permit_backend::{PermitBackend, PermitState};
 
 /// A semaphore whose permits are held like locks (Redisson's `RPermitExpirableSemaphore`), made
 /// by [`Locker::permits`] with its name bound: each permit is a [`LockGuard`], renewed by the watchdog while it lives, given back on
@@ -48,13 +48,13 @@ use crate::owner::Owner;
 /// # Ok(())
 /// # }
 /// ```
-pub struct Permits<B: LeasedSemaphoreBackend> {
+pub struct Permits<B: PermitBackend> {
     backend: Arc<B>,
     permits: Locker<B::Permits>,
     name: Arc<str>,
 }
 
-impl<B: LeasedSemaphoreBackend> Clone for Permits<B> {
+impl<B: PermitBackend> Clone for Permits<B> {
     fn clone(&self) -> Self {
         Permits {
             backend: self.backend.clone(),
@@ -64,7 +64,7 @@ impl<B: LeasedSemaphoreBackend> Clone for Permits<B> {
     }
 }
 
-impl<B: LeasedSemaphoreBackend> std::fmt::Debug for Permits<B> {
+impl<B: PermitBackend> std::fmt::Debug for Permits<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Permits")
             .field("name", &self.name)
@@ -72,7 +72,7 @@ impl<B: LeasedSemaphoreBackend> std::fmt::Debug for Permits<B> {
     }
 }
 
-impl<B: LeasedSemaphoreBackend> Locker<B> {
+impl<B: PermitBackend> Locker<B> {
     /// A handle on the semaphore `name` whose permits are leased like locks (Redisson's
     /// `getPermitExpirableSemaphore`; see [`Permits`]). Nothing is sent until the handle is
     /// used.
@@ -106,7 +106,7 @@ impl<B: LeasedSemaphoreBackend> Locker<B> {
     }
 }
 
-impl<B: LeasedSemaphoreBackend> Permits<B> {
+impl<B: PermitBackend> Permits<B> {
     /// The semaphore's name.
     #[must_use]
     pub fn name(&self) -> &str {
@@ -215,7 +215,7 @@ impl<B: LeasedSemaphoreBackend> Permits<B> {
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
-    pub async fn state(&self) -> Result<LeasedState> {
-        self.backend.leased_state(&self.name).await
+    pub async fn state(&self) -> Result<PermitState> {
+        self.backend.permit_state(&self.name).await
     }
 }

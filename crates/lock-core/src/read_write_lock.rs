@@ -11,7 +11,7 @@ use crate::locker::Locker;
 use crate::options::LockOptions;
 use crate::order::Side;
 use crate::owner::Owner;
-use crate::rw_backend::{ReadWriteBackend, RwState};
+use crate::read_write_backend::{ReadWriteBackend, ReadWriteState};
 
 /// The lockers of a read-write backend's two sides, sharing one line per (name, owner): a read
 /// guard dropped just before a write (or the other way round) has its release run first. One
@@ -302,8 +302,8 @@ impl<B: ReadWriteBackend + LockBackend> ReadWriteLock<B> {
     /// # Cancel safety
     ///
     /// Cancel safe: it only reads.
-    pub async fn state(&self) -> Result<RwState> {
-        self.sides.backend.rw_state(&self.name).await
+    pub async fn state(&self) -> Result<ReadWriteState> {
+        self.sides.backend.read_write_state(&self.name).await
     }
 
     /// Deletes the lock whichever side holds it, and wakes every waiter. Returns whether it was

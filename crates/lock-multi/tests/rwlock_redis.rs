@@ -9,7 +9,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::{DynLockBackend, LockOptions, Locker, ReadWriteBackend, ReleaseOutcome, RwMode};
+use lock_core::{
+    DynLockBackend, LockOptions, Locker, ReadWriteBackend, ReadWriteMode, ReleaseOutcome,
+};
 use lock_multi::{Composite, MultiLock, Quorum, RedLock};
 use lock_redis::RedisBackend;
 use lock_testkit::conformance::{fresh_name, run};
@@ -62,7 +64,7 @@ fn long() -> LockOptions {
 }
 
 /// The read-write state of `name` on every node, as one client of each sees it.
-async fn modes(nodes: &RedisNodes, name: &str) -> Vec<Option<RwMode>> {
+async fn modes(nodes: &RedisNodes, name: &str) -> Vec<Option<ReadWriteMode>> {
     let mut modes = Vec::new();
     for backend in backends(nodes).await {
         let state = Locker::new(backend)
@@ -91,7 +93,10 @@ async fn composite_readers_share<P: Quorum + Default>() {
         .expect("a second reader gets in at once")
         .expect("read");
     let c = second.try_lock(&name).await.expect("try").expect("shared");
-    assert_eq!(modes(&nodes, &name).await, vec![Some(RwMode::Read); 3]);
+    assert_eq!(
+        modes(&nodes, &name).await,
+        vec![Some(ReadWriteMode::Read); 3]
+    );
     assert!(writer.try_lock(&name).await.expect("try").is_none(), "read");
     for guard in [a, c] {
         assert!(guard.release().await.expect("release").was_held());
@@ -118,7 +123,10 @@ async fn composite_writer_excludes_readers<P: Quorum + Default>() {
         composite::<P>(&nodes, Side::Read).await,
     ];
     let writing = writer.lock_with(&name, &long()).await.expect("write");
-    assert_eq!(modes(&nodes, &name).await, vec![Some(RwMode::Write); 3]);
+    assert_eq!(
+        modes(&nodes, &name).await,
+        vec![Some(ReadWriteMode::Write); 3]
+    );
     let mut waiting = Vec::new();
     for reader in readers.iter().chain(readers.iter()) {
         assert!(
@@ -151,7 +159,10 @@ async fn composite_writer_excludes_readers<P: Quorum + Default>() {
         assert!(hand_off < HAND_OFF, "a reader took {hand_off:?}");
         guards.push(guard);
     }
-    assert_eq!(modes(&nodes, &name).await, vec![Some(RwMode::Read); 3]);
+    assert_eq!(
+        modes(&nodes, &name).await,
+        vec![Some(ReadWriteMode::Read); 3]
+    );
 
     let next_writer = tokio::spawn({
         let writer = writer.clone();
@@ -228,7 +239,11 @@ fn one_written_node_refuses_a_multilock_reader_not_a_redlock_reader() {
         let reading = red.try_lock(&name).await.expect("try").expect("a majority");
         assert_eq!(
             modes(&nodes, &name).await,
-            vec![Some(RwMode::Read), Some(RwMode::Read), Some(RwMode::Write)]
+            vec![
+                Some(ReadWriteMode::Read),
+                Some(ReadWriteMode::Read),
+                Some(ReadWriteMode::Write)
+            ]
         );
         assert!(reading.release().await.expect("release").was_held());
         assert!(outside.release().await.expect("release").was_held());

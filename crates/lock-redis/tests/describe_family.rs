@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use lock_core::{LockOptions, Locker, ReleaseOutcome, RwMode, Wait};
+use lock_core::{LockOptions, Locker, ReadWriteMode, ReleaseOutcome, Wait};
 use lock_redis::{Layout, LockDescription, RedisBackend};
 use lock_testkit::RedisServer;
 use tokio::time::{Instant, sleep};
@@ -58,7 +58,7 @@ async fn read_write_lock() {
         let waiting = tokio::spawn(async move { writer.write().await.map(drop) });
         let lock = described(&backend, name, |lock| lock.channels.read_write > 0).await;
         assert_eq!(lock.layout, Layout::ReadWrite, "{lock:?}");
-        assert_eq!(lock.mode, Some(RwMode::Read));
+        assert_eq!(lock.mode, Some(ReadWriteMode::Read));
         let mut readers = vec![
             (first.owner_field().to_owned(), 1),
             (second.owner_field().to_owned(), 1),
@@ -83,7 +83,7 @@ async fn read_write_lock() {
             .expect("write");
         let lock = backend.describe(name).await.expect("describe");
         assert_eq!(lock.layout, Layout::ReadWrite);
-        assert_eq!(lock.mode, Some(RwMode::Write));
+        assert_eq!(lock.mode, Some(ReadWriteMode::Write));
         assert_eq!(lock.writer, Some((write.owner_field().to_owned(), 1)));
         assert!(lock.readers.is_empty());
         assert_eq!(

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use lock_core::{LockOptions, Locker, ReadWriteLock, ReleaseOutcome, RwMode};
+use lock_core::{LockOptions, Locker, ReadWriteLock, ReadWriteMode, ReleaseOutcome};
 use lock_redis::RedisBackend;
 use lock_redis::redis::{self, aio::MultiplexedConnection};
 use lock_testkit::conformance::{fresh_name, run};
@@ -535,7 +535,7 @@ fn a_redisson_writer_wakes_all_our_readers() {
                 guards.push(promptly(reader, unlocked_at, &name).await);
             }
             let state = ours.state().await.expect("state");
-            assert_eq!(state.mode, Some(RwMode::Read), "{name}");
+            assert_eq!(state.mode, Some(ReadWriteMode::Read), "{name}");
             assert_eq!(state.readers.len(), 4, "{name}: {state:?}");
             assert_eq!(redisson.read_try_lock(2).await, None, "{name}: shared");
             assert!(redisson.write_try_lock(3).await.is_some(), "{name}: read");

@@ -5,7 +5,7 @@
 
 /// Generates a module per suite, each with one `#[test]` per case, for a harness expression
 /// whose backend implements the whole lock family (`LockBackend`, `SemaphoreBackend`,
-/// `LatchBackend`, `LeasedSemaphoreBackend`, `ReadWriteBackend`, `FairBackend`,
+/// `LatchBackend`, `PermitBackend`, `ReadWriteBackend`, `FairBackend`,
 /// `ElectionBackend`): the lock suite (`lock`), each primitive's suite (`semaphore`, `latch`,
 /// `permits`, `rwlock`, `fair`, `election`), and the lock suite again on the write side and
 /// on the fair side (`write_side`, `fair_side`), which are exclusive locks themselves.

@@ -1,4 +1,4 @@
-//! The lease-bound permits conformance suite: behaviour every [`LeasedSemaphoreBackend`] must
+//! The lease-bound permits conformance suite: behaviour every [`PermitBackend`] must
 //! show, for any [`Harness`] whose backend implements it, as one test per case with
 //! [`permit_conformance_tests!`](crate::permit_conformance_tests):
 //!
@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use lock_core::{Error, LeaseLoss, LeasedSemaphoreBackend, LockOptions, Locker, Permits};
+use lock_core::{Error, LeaseLoss, LockOptions, Locker, PermitBackend, Permits};
 use tokio::time::{Instant, sleep, timeout};
 
 use crate::conformance::{Harness, fresh_name};
@@ -33,7 +33,7 @@ const HAND_OFF: Duration = Duration::from_millis(700);
 /// The semaphore `name` as a new client sees it (its own connection and client id).
 async fn permits_of<H: Harness>(harness: &H, name: &str) -> Permits<H::Backend>
 where
-    H::Backend: LeasedSemaphoreBackend,
+    H::Backend: PermitBackend,
 {
     Locker::new(harness.client().await)
         .permits(name)
@@ -44,7 +44,7 @@ where
 /// shows who holds what.
 pub async fn permits_bound_their_holders<H: Harness>(harness: &H)
 where
-    H::Backend: LeasedSemaphoreBackend,
+    H::Backend: PermitBackend,
 {
     let name = fresh_name("permits-bound");
     let a = permits_of(harness, &name).await;
@@ -87,7 +87,7 @@ where
 /// An explicit owner may hold several permits; its guards count them.
 pub async fn an_owner_holds_several_permits<H: Harness>(harness: &H)
 where
-    H::Backend: LeasedSemaphoreBackend,
+    H::Backend: PermitBackend,
 {
     let name = fresh_name("permits-several");
     let permits = permits_of(harness, &name).await;
@@ -108,7 +108,7 @@ where
 /// it releases, and the other lasts its whole lease.
 pub async fn each_guard_gives_back_its_own_permit<H: Harness>(harness: &H)
 where
-    H::Backend: LeasedSemaphoreBackend,
+    H::Backend: PermitBackend,
 {
     let name = fresh_name("permits-own");
     let permits = permits_of(harness, &name).await;
@@ -140,7 +140,7 @@ where
 /// waiter gets it then.
 pub async fn a_crashed_holders_permit_comes_back<H: Harness>(harness: &H)
 where
-    H::Backend: LeasedSemaphoreBackend,
+    H::Backend: PermitBackend,
 {
     let name = fresh_name("permits-crash");
     let crashed = permits_of(harness, &name).await;
@@ -172,7 +172,7 @@ where
 /// The watchdog keeps a permit past its lease while the guard lives.
 pub async fn the_watchdog_keeps_a_permit<H: Harness>(harness: &H)
 where
-    H::Backend: LeasedSemaphoreBackend,
+    H::Backend: PermitBackend,
 {
     let name = fresh_name("permits-watchdog");
     let holder = permits_of(harness, &name).await;
@@ -194,7 +194,7 @@ where
 /// Giving every permit back by force (an operator's repair) makes the holders' guards lost.
 pub async fn forced_give_back_loses_the_permits<H: Harness>(harness: &H)
 where
-    H::Backend: LeasedSemaphoreBackend,
+    H::Backend: PermitBackend,
 {
     let name = fresh_name("permits-force");
     let holder = permits_of(harness, &name).await;
@@ -215,7 +215,7 @@ where
 /// An acquire dropped while it waits takes nothing.
 pub async fn a_cancelled_acquire_takes_nothing<H: Harness>(harness: &H)
 where
-    H::Backend: LeasedSemaphoreBackend,
+    H::Backend: PermitBackend,
 {
     let name = fresh_name("permits-cancel");
     let holder = permits_of(harness, &name).await;
@@ -233,7 +233,7 @@ where
 /// Bad input gets a typed error before any I/O.
 pub async fn permits_bad_input_is_rejected<H: Harness>(harness: &H)
 where
-    H::Backend: LeasedSemaphoreBackend,
+    H::Backend: PermitBackend,
 {
     let locker = Locker::new(harness.client().await);
     let too_long = "x".repeat(lock_core::options::MAX_NAME_LEN + 1);
@@ -256,7 +256,7 @@ where
 }
 
 /// Generates one `#[test]` per lease-bound permits conformance case for a harness expression
-/// whose backend implements [`LeasedSemaphoreBackend`], as
+/// whose backend implements [`PermitBackend`], as
 /// [`conformance_tests!`](crate::conformance_tests) does for locks (`@sequence` included).
 #[macro_export]
 macro_rules! permit_conformance_tests {

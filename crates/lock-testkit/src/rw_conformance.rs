@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use lock_core::{
     Error, LeaseLoss, LockBackend, LockGuard, LockOptions, Locker, Owner, ReadWriteBackend,
-    ReadWriteLock, ReleaseOutcome, RwMode, RwState,
+    ReadWriteLock, ReadWriteMode, ReadWriteState, ReleaseOutcome,
 };
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, timeout};
@@ -102,7 +102,7 @@ fn long() -> LockOptions {
     LockOptions::new().fixed_lease(LONG_LEASE)
 }
 
-/// The readers of `guards` as [`RwState::readers`] lists them: one hold each, sorted.
+/// The readers of `guards` as [`ReadWriteState::readers`] lists them: one hold each, sorted.
 fn one_hold_each<B: lock_core::LockBackend>(guards: &[&LockGuard<B>]) -> Vec<(String, u32)> {
     let mut readers: Vec<(String, u32)> = guards
         .iter()
@@ -151,7 +151,7 @@ fn spawn_writer<B: ReadWriteBackend + LockBackend>(
 async fn assert_free<B: ReadWriteBackend + LockBackend>(locks: &Locker<B>, name: &str) {
     assert_eq!(
         rw(locks, name).state().await.expect("state"),
-        RwState::default()
+        ReadWriteState::default()
     );
 }
 
@@ -177,7 +177,7 @@ where
         .await
         .expect("another owner of the same client reads too");
     let state = rw(&a, &name).state().await.expect("state");
-    assert_eq!(state.mode, Some(RwMode::Read));
+    assert_eq!(state.mode, Some(ReadWriteMode::Read));
     assert_eq!(state.readers, one_hold_each(&[&first, &second, &third]));
     assert_eq!(state.writer, None);
     assert!(
@@ -213,7 +213,7 @@ where
     sleep(Duration::from_millis(200)).await;
     assert!(!writer.is_finished(), "a reader still holds the lock");
     let state = rw(&w, &name).state().await.expect("state");
-    assert_eq!(state.mode, Some(RwMode::Read));
+    assert_eq!(state.mode, Some(ReadWriteMode::Read));
     assert_eq!(state.readers, one_hold_each(&[&third]));
     let last_left = Instant::now();
     assert_eq!(
@@ -222,7 +222,7 @@ where
     );
     let writing = promptly(writer, last_left, "the writer after the last reader").await;
     let state = rw(&a, &name).state().await.expect("state");
-    assert_eq!(state.mode, Some(RwMode::Write));
+    assert_eq!(state.mode, Some(ReadWriteMode::Write));
     assert_eq!(state.writer, Some((writing.owner_field().to_owned(), 1)));
     assert!(state.readers.is_empty());
     assert_eq!(
@@ -267,7 +267,7 @@ where
         Err(Error::NotAcquired { .. })
     ));
     let state = rw(&other, &name).state().await.expect("state");
-    assert_eq!(state.mode, Some(RwMode::Write));
+    assert_eq!(state.mode, Some(ReadWriteMode::Write));
     assert_eq!(state.writer, Some((writing.owner_field().to_owned(), 1)));
     assert!(state.readers.is_empty());
     assert!(state.ttl.is_some_and(|ttl| ttl > LONG_LEASE / 2));
@@ -284,7 +284,7 @@ where
         guards.push(promptly(task, released_at, "a reader after the writer").await);
     }
     let state = rw(&other, &name).state().await.expect("state");
-    assert_eq!(state.mode, Some(RwMode::Read));
+    assert_eq!(state.mode, Some(ReadWriteMode::Read));
     assert_eq!(
         state.readers,
         one_hold_each(&guards.iter().collect::<Vec<_>>())
@@ -438,7 +438,11 @@ where
     assert_eq!(reading.hold_count(), 1);
     let field = writing.owner_field().to_owned();
     let state = rw(&a, &name).state().await.expect("state");
-    assert_eq!(state.mode, Some(RwMode::Write), "the write hold lasts");
+    assert_eq!(
+        state.mode,
+        Some(ReadWriteMode::Write),
+        "the write hold lasts"
+    );
     assert_eq!(state.writer, Some((field.clone(), 1)));
     assert_eq!(state.readers, vec![(field.clone(), 1)]);
     assert!(rw(&b, &name).try_read().await.expect("try_read").is_none());
@@ -462,7 +466,7 @@ where
     );
     let theirs = promptly(reader, released_at, "a reader after the downgrade").await;
     let state = rw(&a, &name).state().await.expect("state");
-    assert_eq!(state.mode, Some(RwMode::Read));
+    assert_eq!(state.mode, Some(ReadWriteMode::Read));
     assert_eq!(state.writer, None);
     assert_eq!(state.readers, one_hold_each(&[&reading, &theirs]));
     let writer = spawn_writer(&c, &name);
@@ -620,7 +624,7 @@ where
     );
     let writing = promptly(writer, last_left, "the writer after the last live reader").await;
     let state = rw(&w, &name).state().await.expect("state");
-    assert_eq!(state.mode, Some(RwMode::Write));
+    assert_eq!(state.mode, Some(ReadWriteMode::Write));
     assert!(state.readers.is_empty(), "{state:?}");
     assert!(writing.release().await.expect("release").was_held());
 
@@ -1056,7 +1060,7 @@ where
     );
     assert_eq!(
         rw(&other, &name).state().await.expect("state").mode,
-        Some(RwMode::Write)
+        Some(ReadWriteMode::Write)
     );
     // Its lease has run out; whether the store still counts it is not what this case checks.
     let _first = first.release().await.expect("release");
@@ -1103,7 +1107,7 @@ where
         "the writer waited {waited:?}"
     );
     let state = rw(&readers, &name).state().await.expect("state");
-    assert_eq!(state.mode, Some(RwMode::Write));
+    assert_eq!(state.mode, Some(ReadWriteMode::Write));
     assert!(state.readers.is_empty(), "{state:?}");
     let before = reads.load(std::sync::atomic::Ordering::Relaxed);
     assert!(writing.release().await.expect("release").was_held());

@@ -10,9 +10,9 @@ use crate::contract::{
     Renewal,
 };
 use crate::error::Result;
-use crate::leased_backend::{LeasedSemaphoreBackend, LeasedState};
 use crate::memory::{MemoryBackend, Tables, semaphore};
 use crate::notify::ReleaseWatch;
+use crate::permit_backend::{PermitBackend, PermitState};
 
 /// One permit out: its holder's owner field and the end of its lease.
 pub(super) struct Permit {
@@ -20,18 +20,18 @@ pub(super) struct Permit {
     until: Instant,
 }
 
-/// The permit side of [`MemoryBackend`]'s semaphores (see [`LeasedSemaphoreBackend`]).
+/// The permit side of [`MemoryBackend`]'s semaphores (see [`PermitBackend`]).
 #[derive(Clone, Debug)]
 pub struct MemoryPermitSide(MemoryBackend);
 
-impl LeasedSemaphoreBackend for MemoryBackend {
+impl PermitBackend for MemoryBackend {
     type Permits = MemoryPermitSide;
 
     fn permit_side(&self) -> MemoryPermitSide {
         MemoryPermitSide(self.clone())
     }
 
-    async fn leased_state(&self, name: &str) -> Result<LeasedState> {
+    async fn permit_state(&self, name: &str) -> Result<PermitState> {
         let tables = self.tables();
         let now = Instant::now();
         let mut holders: Vec<(String, u32)> = Vec::new();
@@ -48,7 +48,7 @@ impl LeasedSemaphoreBackend for MemoryBackend {
             }
         }
         holders.sort();
-        Ok(LeasedState::new(
+        Ok(PermitState::new(
             tables.semaphores.get(name).copied(),
             holders,
             expired,
@@ -251,7 +251,7 @@ impl LockBackend for MemoryPermitSide {
     }
 
     async fn inspect(&self, name: &str) -> Result<LockState> {
-        let state = self.0.leased_state(name).await?;
+        let state = self.0.permit_state(name).await?;
         let now = Instant::now();
         let longest = self
             .0

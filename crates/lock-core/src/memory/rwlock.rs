@@ -16,11 +16,11 @@ use crate::error::{Error, Result};
 use crate::fair_backend::QUEUE_TIMEOUT;
 use crate::memory::{MemoryBackend, Tables};
 use crate::notify::ReleaseWatch;
-use crate::rw_backend::{ReadWriteBackend, RwMode, RwState};
+use crate::read_write_backend::{ReadWriteBackend, ReadWriteMode, ReadWriteState};
 
 /// One held read-write lock.
 pub(super) struct RwHeld {
-    mode: RwMode,
+    mode: ReadWriteMode,
     /// Owner field → the expiry of each of its read holds (one per hold, as Redisson's timeout
     /// keys `…:rwlock_timeout:<k>`).
     readers: HashMap<String, Vec<Instant>>,
@@ -129,7 +129,7 @@ fn after_last_write_hold(tables: &mut Tables, name: &str) -> Wake {
         return Wake::Nobody;
     };
     held.writer = None;
-    held.mode = RwMode::Read;
+    held.mode = ReadWriteMode::Read;
     // The read holds left (a downgrade) keep the lock for their own leases, no longer for the
     // write lease: a downgraded reader that crashes holds it no longer than its lease.
     after_last_read_hold(tables, name);
@@ -145,7 +145,7 @@ impl MemoryBackend {
         }
     }
 
-    fn rw_force_release(&self, name: &str, mode: RwMode) -> bool {
+    fn rw_force_release(&self, name: &str, mode: ReadWriteMode) -> bool {
         let mut tables = self.tables();
         if live(&mut tables, name).is_none_or(|held| held.mode != mode) {
             return false;
@@ -153,8 +153,8 @@ impl MemoryBackend {
         tables.rwlocks.remove(name);
         drop(tables);
         let wake = match mode {
-            RwMode::Read => Wake::One,
-            RwMode::Write => Wake::All,
+            ReadWriteMode::Read => Wake::One,
+            ReadWriteMode::Write => Wake::All,
         };
         self.wake_rw(name, wake);
         true
@@ -186,7 +186,7 @@ impl ReadWriteBackend for MemoryBackend {
         MemoryWriteSide(self.clone(), true)
     }
 
-    async fn rw_state(&self, name: &str) -> Result<RwState> {
+    async fn read_write_state(&self, name: &str) -> Result<ReadWriteState> {
         let mut tables = self.tables();
         let now = Instant::now();
         Ok(match live(&mut tables, name) {
@@ -197,14 +197,14 @@ impl ReadWriteBackend for MemoryBackend {
                     .map(|(field, holds)| (field.clone(), count(holds)))
                     .collect();
                 readers.sort();
-                RwState::new(
+                ReadWriteState::new(
                     Some(held.mode),
                     readers,
                     held.writer.clone(),
                     Some(held.expires_at.saturating_duration_since(now)),
                 )
             }
-            None => RwState::default(),
+            None => ReadWriteState::default(),
         })
     }
 }
@@ -248,7 +248,7 @@ impl LockBackend for MemoryReadSide {
                 tables.rwlocks.insert(
                     request.name.to_owned(),
                     RwHeld {
-                        mode: RwMode::Read,
+                        mode: ReadWriteMode::Read,
                         readers: HashMap::from([(request.owner_field.to_owned(), vec![until])]),
                         writer: None,
                         expires_at: until,
@@ -256,7 +256,7 @@ impl LockBackend for MemoryReadSide {
                 );
             }
             Some(held)
-                if held.mode == RwMode::Read
+                if held.mode == ReadWriteMode::Read
                     || held
                         .writer
                         .as_ref()
@@ -363,11 +363,11 @@ impl LockBackend for MemoryReadSide {
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {
-        Ok(self.0.rw_force_release(name, RwMode::Read))
+        Ok(self.0.rw_force_release(name, ReadWriteMode::Read))
     }
 
     async fn inspect(&self, name: &str) -> Result<LockState> {
-        let state = self.0.rw_state(name).await?;
+        let state = self.0.read_write_state(name).await?;
         let ttl = state.ttl.filter(|_| !state.readers.is_empty());
         Ok(LockState::new(state.readers, ttl))
     }
@@ -395,7 +395,7 @@ impl LockBackend for MemoryWriteSide {
                 tables.rwlocks.insert(
                     request.name.to_owned(),
                     RwHeld {
-                        mode: RwMode::Write,
+                        mode: ReadWriteMode::Write,
                         readers: HashMap::new(),
                         writer: Some((request.owner_field.to_owned(), 1)),
                         expires_at: until,
@@ -474,7 +474,7 @@ impl LockBackend for MemoryWriteSide {
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {
-        Ok(self.0.rw_force_release(name, RwMode::Write))
+        Ok(self.0.rw_force_release(name, ReadWriteMode::Write))
     }
 
     fn queues(&self) -> bool {
@@ -494,7 +494,7 @@ impl LockBackend for MemoryWriteSide {
     }
 
     async fn inspect(&self, name: &str) -> Result<LockState> {
-        let state = self.0.rw_state(name).await?;
+        let state = self.0.read_write_state(name).await?;
         let ttl = state.ttl.filter(|_| state.writer.is_some());
         Ok(LockState::new(state.writer.into_iter().collect(), ttl))
     }

@@ -1,18 +1,16 @@
-//! `LeasedSemaphoreBackend` for [`RedisBackend`]: Redisson's `RPermitExpirableSemaphore`
+//! `PermitBackend` for [`RedisBackend`]: Redisson's `RPermitExpirableSemaphore`
 //! layout, its permit side ([`RedisPermitSide`]) on the backend's own connection and
 //! notifications.
 
-use lock_core::{
-    LeasedSemaphoreBackend, LeasedState, LockBackend, LockState, ReleaseWatch, Result,
-};
+use lock_core::{LockBackend, LockState, PermitBackend, PermitState, ReleaseWatch, Result};
 
 use crate::backend::redis_backend::RedisBackend;
 use crate::kind::family::family_lock_methods;
 use crate::kind::permits::{self, Permits};
 use crate::wire::keys;
 
-/// The permit side of a [`RedisBackend`]'s semaphores (see [`LeasedSemaphoreBackend`]): each
-/// grant is one lease-bound permit. Made by [`LeasedSemaphoreBackend::permit_side`]; shares the
+/// The permit side of a [`RedisBackend`]'s semaphores (see [`PermitBackend`]): each
+/// grant is one lease-bound permit. Made by [`PermitBackend::permit_side`]; shares the
 /// backend's connections and client id.
 ///
 /// # Example
@@ -34,14 +32,14 @@ use crate::wire::keys;
 #[derive(Clone, Debug)]
 pub struct RedisPermitSide(RedisBackend);
 
-impl LeasedSemaphoreBackend for RedisBackend {
+impl PermitBackend for RedisBackend {
     type Permits = RedisPermitSide;
 
     fn permit_side(&self) -> RedisPermitSide {
         RedisPermitSide(self.clone())
     }
 
-    async fn leased_state(&self, name: &str) -> Result<LeasedState> {
+    async fn permit_state(&self, name: &str) -> Result<PermitState> {
         permits::state(self.calls(), name).await
     }
 }

@@ -1,7 +1,7 @@
 //! `ReadWriteBackend` for [`RedisBackend`]: Redisson's `RReadWriteLock` layout, its two sides
 //! ([`RedisReadSide`], [`RedisWriteSide`]) on the backend's own connection and notifications.
 
-use lock_core::{LockBackend, LockState, ReadWriteBackend, ReleaseWatch, Result, RwState};
+use lock_core::{LockBackend, LockState, ReadWriteBackend, ReadWriteState, ReleaseWatch, Result};
 
 use crate::backend::redis_backend::RedisBackend;
 use crate::kind::family::family_lock_methods;
@@ -65,7 +65,7 @@ impl ReadWriteBackend for RedisBackend {
         RedisWriteSide(self.clone(), Side::Write { prefer: true })
     }
 
-    async fn rw_state(&self, name: &str) -> Result<RwState> {
+    async fn read_write_state(&self, name: &str) -> Result<ReadWriteState> {
         rwlock::state(self.calls(), name).await
     }
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use lock_core::{AcquireRequest, Error, LeasedState, LockState, Result};
+use lock_core::{AcquireRequest, Error, LockState, PermitState, Result};
 
 use crate::call::Calls;
 use crate::kind::family::{GiveBack, Primitive, ScriptCall};
@@ -60,8 +60,8 @@ impl Primitive for Permits {
     }
 }
 
-/// `LeasedSemaphoreBackend::leased_state`, and what `inspect` reads.
-async fn snapshot(calls: &Calls, name: &str) -> Result<(LeasedState, Option<Duration>)> {
+/// `PermitBackend::permit_state`, and what `inspect` reads.
+async fn snapshot(calls: &Calls, name: &str) -> Result<(PermitState, Option<Duration>)> {
     let (available, flat): (Option<i64>, Vec<redis::Value>) = calls
         .run(
             name,
@@ -95,7 +95,7 @@ async fn snapshot(calls: &Calls, name: &str) -> Result<(LeasedState, Option<Dura
     }
     holders.sort();
     let longest = longest.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
-    Ok((LeasedState::new(available, holders, expired), longest))
+    Ok((PermitState::new(available, holders, expired), longest))
 }
 
 /// Who holds the permit `member` of `{name}:timeout`: the owner field of our `<owner
@@ -111,8 +111,8 @@ fn holder_of(member: Vec<u8>) -> String {
     member.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// `LeasedSemaphoreBackend::leased_state`.
-pub(crate) async fn state(calls: &Calls, name: &str) -> Result<LeasedState> {
+/// `PermitBackend::permit_state`.
+pub(crate) async fn state(calls: &Calls, name: &str) -> Result<PermitState> {
     Ok(snapshot(calls, name).await?.0)
 }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use lock_core::fair_backend::QUEUE_TIMEOUT;
-use lock_core::{AcquireRequest, Error, LockState, Result, RwMode, RwState};
+use lock_core::{AcquireRequest, Error, LockState, ReadWriteMode, ReadWriteState, Result};
 
 use crate::call::Calls;
 use crate::kind::family::{GiveBack, Primitive, ScriptCall};
@@ -138,8 +138,8 @@ pub(crate) async fn leave_queue(calls: &Arc<Calls>, name: &str, owner_field: &st
     Ok(())
 }
 
-/// `ReadWriteBackend::rw_state`: the whole hash and its lease, read at once.
-pub(crate) async fn state(calls: &Calls, name: &str) -> Result<RwState> {
+/// `ReadWriteBackend::read_write_state`: the whole hash and its lease, read at once.
+pub(crate) async fn state(calls: &Calls, name: &str) -> Result<ReadWriteState> {
     let (flat, pttl): (Vec<String>, i64) = calls
         .run(name, &INSPECT, 1, calls.call_timeout(None), |command| {
             command.arg(name);
@@ -152,8 +152,8 @@ pub(crate) async fn state(calls: &Calls, name: &str) -> Result<RwState> {
         let (field, value) = (&pair[0], &pair[1]);
         if field == "mode" {
             mode = match value.as_str() {
-                "read" => Some(RwMode::Read),
-                "write" => Some(RwMode::Write),
+                "read" => Some(ReadWriteMode::Read),
+                "write" => Some(ReadWriteMode::Write),
                 other => {
                     return Err(Error::Protocol(
                         format!("read-write lock mode {other:?}").into(),
@@ -177,7 +177,7 @@ pub(crate) async fn state(calls: &Calls, name: &str) -> Result<RwState> {
     }
     readers.sort();
     let ttl = mode.and_then(|_| ttl_from_pttl(pttl));
-    Ok(RwState::new(mode, readers, writer, ttl))
+    Ok(ReadWriteState::new(mode, readers, writer, ttl))
 }
 
 /// `LockBackend::inspect` of `side`: that side's holders.

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lock_core::{Error, Result, RwMode};
+use lock_core::{Error, ReadWriteMode, Result};
 
 use crate::wire::keys::{
     ELECTION_VALUES_PREFIX, FAIR_QUEUE_PREFIX, FAIR_TIMEOUT_PREFIX, TOKEN_PREFIX,
@@ -137,7 +137,7 @@ pub struct LockDescription {
     /// Subscribers to the other kinds' channels of the name.
     pub channels: ChannelSubscribers,
     /// A read-write lock's mode.
-    pub mode: Option<RwMode>,
+    pub mode: Option<ReadWriteMode>,
     /// A read-write lock's owner fields with read holds, and their read hold counts, sorted.
     pub readers: Vec<(String, u32)>,
     /// A read-write lock's writer (its owner field) and write hold count.
@@ -408,7 +408,9 @@ fn derived(queue: &[String], permits: &[String], leader: &[String]) -> Result<De
 /// `read` or `write`, reader fields (owner fields) and `<owner field>:write`, each with a
 /// positive count; `None` for a hash of another shape.
 #[allow(clippy::type_complexity)]
-fn rw_holds(content: &[String]) -> Option<(RwMode, Vec<(String, u32)>, Option<(String, u32)>)> {
+fn rw_holds(
+    content: &[String],
+) -> Option<(ReadWriteMode, Vec<(String, u32)>, Option<(String, u32)>)> {
     let mut mode = None;
     let mut readers = Vec::new();
     let mut writer = None;
@@ -416,8 +418,8 @@ fn rw_holds(content: &[String]) -> Option<(RwMode, Vec<(String, u32)>, Option<(S
         let (field, value) = (&pair[0], &pair[1]);
         if field == "mode" {
             mode = Some(match value.as_str() {
-                "read" => RwMode::Read,
-                "write" => RwMode::Write,
+                "read" => ReadWriteMode::Read,
+                "write" => ReadWriteMode::Write,
                 _ => return None,
             });
             continue;
@@ -571,7 +573,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(read.layout, Layout::ReadWrite);
-        assert_eq!(read.mode, Some(RwMode::Read));
+        assert_eq!(read.mode, Some(ReadWriteMode::Read));
         assert_eq!(read.readers, vec![("a:2".into(), 3), ("b:1".into(), 1)]);
         assert_eq!(read.writer, None);
         assert_eq!(read.holders, read.readers);
@@ -585,7 +587,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(write.layout, Layout::ReadWrite);
-        assert_eq!(write.mode, Some(RwMode::Write));
+        assert_eq!(write.mode, Some(ReadWriteMode::Write));
         assert_eq!(write.writer, Some(("w:1".into(), 2)));
         assert_eq!(write.readers, vec![("w:1".into(), 1)]);
         assert_eq!(write.holders, vec![("w:1".into(), 3)]);

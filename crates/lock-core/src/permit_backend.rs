@@ -2,7 +2,7 @@
 //! locks, each with a lease the store enforces, so a holder that dies gives its permits back by
 //! itself (Redisson's `RPermitExpirableSemaphore`, with leases judged by the store's clock).
 //!
-//! The permits are a [`LockBackend`] ([`permit_side`](LeasedSemaphoreBackend::permit_side)):
+//! The permits are a [`LockBackend`] ([`permit_side`](PermitBackend::permit_side)):
 //! one grant is one permit, so a [`crate::Locker`] over it hands out permits as guards with
 //! everything a lock guard has (watchdog renewals, [`crate::LockGuard::lost`], release on drop,
 //! the cleanup after outcomes of unknown effect). [`crate::Permits`] pairs it with the
@@ -15,10 +15,10 @@ use crate::error::Result;
 use crate::semaphore_backend::SemaphoreBackend;
 
 /// A snapshot of one semaphore of lease-bound permits; see
-/// [`LeasedSemaphoreBackend::leased_state`].
+/// [`PermitBackend::permit_state`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct LeasedState {
+pub struct PermitState {
     /// The permits available, not counting expired ones not yet given back; `None` when the
     /// semaphore was never set (or was deleted).
     pub available: Option<i64>,
@@ -28,11 +28,11 @@ pub struct LeasedState {
     pub expired: u32,
 }
 
-impl LeasedState {
+impl PermitState {
     /// A state from its parts.
     #[must_use]
     pub fn new(available: Option<i64>, holders: Vec<(String, u32)>, expired: u32) -> Self {
-        LeasedState {
+        PermitState {
             available,
             holders,
             expired,
@@ -88,7 +88,7 @@ impl LeasedState {
 /// # Ok(())
 /// # }
 /// ```
-pub trait LeasedSemaphoreBackend: SemaphoreBackend {
+pub trait PermitBackend: SemaphoreBackend {
     /// The permits as a lock backend.
     type Permits: LockBackend;
 
@@ -105,5 +105,5 @@ pub trait LeasedSemaphoreBackend: SemaphoreBackend {
     /// # Cancel safety
     ///
     /// Cancel safe: it changes nothing.
-    fn leased_state(&self, name: &str) -> impl Future<Output = Result<LeasedState>> + Send;
+    fn permit_state(&self, name: &str) -> impl Future<Output = Result<PermitState>> + Send;
 }

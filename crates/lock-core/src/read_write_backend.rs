@@ -14,19 +14,19 @@ use crate::error::Result;
 
 /// Which side holds a read-write lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RwMode {
+pub enum ReadWriteMode {
     /// Held by readers (possibly many owner fields).
     Read,
     /// Held by one writer (which may also hold read holds: a downgrade).
     Write,
 }
 
-/// A snapshot of one read-write lock; see [`ReadWriteBackend::rw_state`].
+/// A snapshot of one read-write lock; see [`ReadWriteBackend::read_write_state`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct RwState {
+pub struct ReadWriteState {
     /// Which side holds the lock; `None` when it is free.
-    pub mode: Option<RwMode>,
+    pub mode: Option<ReadWriteMode>,
     /// Every owner field with read holds, with its read hold count, sorted.
     pub readers: Vec<(String, u32)>,
     /// The owner field holding the write side, with its write hold count.
@@ -35,16 +35,16 @@ pub struct RwState {
     pub ttl: Option<Duration>,
 }
 
-impl RwState {
+impl ReadWriteState {
     /// A state from its parts.
     #[must_use]
     pub fn new(
-        mode: Option<RwMode>,
+        mode: Option<ReadWriteMode>,
         readers: Vec<(String, u32)>,
         writer: Option<(String, u32)>,
         ttl: Option<Duration>,
     ) -> Self {
-        RwState {
+        ReadWriteState {
             mode,
             readers,
             writer,
@@ -139,5 +139,5 @@ pub trait ReadWriteBackend: Send + Sync + 'static {
     /// # Cancel safety
     ///
     /// Cancel safe: it changes nothing.
-    fn rw_state(&self, name: &str) -> impl Future<Output = Result<RwState>> + Send;
+    fn read_write_state(&self, name: &str) -> impl Future<Output = Result<ReadWriteState>> + Send;
 }
