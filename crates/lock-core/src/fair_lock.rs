@@ -64,6 +64,16 @@ impl<B: FairBackend> std::fmt::Debug for FairLock<B> {
     }
 }
 
+/// The fair side's locker, as a family of its own type (see `crate::families`): keyed by this
+/// wrapper, not by `Locker<B::Fair>`, which another family's side could share.
+struct FairSide<B: FairBackend>(Locker<B::Fair>);
+
+impl<B: FairBackend> Clone for FairSide<B> {
+    fn clone(&self) -> Self {
+        FairSide(self.0.clone())
+    }
+}
+
 impl<B: FairBackend + LockBackend> Locker<B> {
     /// A handle on the fair lock `name` (Redisson's `getFairLock`; see [`FairLock`]). Nothing
     /// is sent until the handle is used.
@@ -88,7 +98,7 @@ impl<B: FairBackend + LockBackend> Locker<B> {
     /// ```
     pub fn fair(&self, name: &str) -> Result<FairLock<B>> {
         let backend = self.shared_backend().clone();
-        let locker = self.family(|| Locker::new(backend.fair_side()));
+        let FairSide::<B>(locker) = self.family(|| FairSide(Locker::new(backend.fair_side())));
         locker.backend().check_name(name)?;
         Ok(FairLock {
             backend: self.shared_backend().clone(),

@@ -72,6 +72,16 @@ impl<B: PermitBackend> std::fmt::Debug for Permits<B> {
     }
 }
 
+/// The permit side's locker, as a family of its own type (see `crate::families`): keyed by
+/// this wrapper, not by `Locker<B::Permits>`, which another family's side could share.
+struct PermitSide<B: PermitBackend>(Locker<B::Permits>);
+
+impl<B: PermitBackend> Clone for PermitSide<B> {
+    fn clone(&self) -> Self {
+        PermitSide(self.0.clone())
+    }
+}
+
 impl<B: PermitBackend> Locker<B> {
     /// A handle on the semaphore `name` whose permits are leased like locks (Redisson's
     /// `getPermitExpirableSemaphore`; see [`Permits`]). Nothing is sent until the handle is
@@ -97,7 +107,8 @@ impl<B: PermitBackend> Locker<B> {
     pub fn permits(&self, name: &str) -> Result<Permits<B>> {
         self.backend().check_name(name)?;
         let backend = self.shared_backend().clone();
-        let permits = self.family(|| Locker::new(backend.permit_side()));
+        let PermitSide::<B>(permits) =
+            self.family(|| PermitSide(Locker::new(backend.permit_side())));
         Ok(Permits {
             backend: self.shared_backend().clone(),
             permits,
