@@ -354,6 +354,10 @@ enum Seen {
 /// The lease of the tour's holds: the subscribed waiter's timer, so a hand-off far shorter
 /// than it was a notification's doing.
 const TOUR_LEASE: Duration = Duration::from_millis(1500);
+/// How long after the waiter subscribed its first attempt has surely been made, on a loaded
+/// machine.
+const ATTEMPT_MADE: Duration = Duration::from_millis(100);
+
 /// A hand-off longer than this was not a notification (or a poll).
 const PROMPT: Duration = Duration::from_millis(500);
 
@@ -445,6 +449,10 @@ async fn tour_with<F: Fencing>(
     })
     .await;
     let subscribed = place.subscribers(&channel) >= 1;
+    // The waiter subscribes before its first attempt: give that attempt time to be made (and
+    // refused) first, or a waiter that tries only after the release gets the lock at once and a
+    // release that could not announce would pass for one that did.
+    tokio::time::sleep(ATTEMPT_MADE).await;
     let released_at = Instant::now();
     match held.release().await {
         Ok(outcome) => assert_eq!(outcome, ReleaseOutcome::Released),
