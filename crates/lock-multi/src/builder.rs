@@ -164,16 +164,8 @@ impl<P: Quorum> Composite<P> {
 mod tests {
     use super::*;
     use crate::MultiLock;
+    use crate::composite::tests::memory_nodes;
     use lock_core::MemoryBackend;
-
-    fn memory_nodes(n: usize) -> (Vec<MemoryBackend>, Vec<Arc<dyn DynLockBackend>>) {
-        let stores: Vec<MemoryBackend> = (0..n).map(|_| MemoryBackend::new()).collect();
-        let nodes = stores
-            .iter()
-            .map(|store| Arc::new(store.new_client()) as Arc<dyn DynLockBackend>)
-            .collect();
-        (stores, nodes)
-    }
 
     #[test]
     fn bad_configurations_are_refused() {

@@ -873,14 +873,15 @@ impl<P: Quorum> Composite<P> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::{AllNodes, MultiLock};
     use lock_core::{LockOptions, Locker, MemoryBackend, Owner};
     use lock_testkit::SlowNode;
     use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
-    fn memory_nodes(n: usize) -> (Vec<MemoryBackend>, Vec<Arc<dyn DynLockBackend>>) {
+    /// `n` in-memory stores and a client of each as a node (the builder's tests use it too).
+    pub(crate) fn memory_nodes(n: usize) -> (Vec<MemoryBackend>, Vec<Arc<dyn DynLockBackend>>) {
         let stores: Vec<MemoryBackend> = (0..n).map(|_| MemoryBackend::new()).collect();
         let nodes = stores
             .iter()
