@@ -338,16 +338,7 @@ fn stale_writes(holds: &[Hold], order: &[usize]) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    /// A hold of `owner` from `t0 + a` ms to `t0 + r` ms, with an accepted write.
-    fn hold(t0: Instant, worker: usize, owner: &str, a: u64, r: u64) -> Hold {
-        Hold::new(worker, owner, None, t0 + ms(a), t0 + ms(r))
-            .with_write(WriteStatus::Accepted, None)
-    }
+    use crate::history::test_holds::{hold, ms};
 
     fn run(holds: &[Hold]) -> Report {
         let options = CheckOptions::new().without_timeline();

@@ -341,17 +341,8 @@ impl fmt::Display for Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::test_holds::{hold, ms};
     use crate::history::{CheckOptions, check};
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    /// A hold of `owner` from `t0 + a` ms to `t0 + r` ms, with an accepted write.
-    fn hold(t0: Instant, worker: usize, owner: &str, a: u64, r: u64) -> Hold {
-        Hold::new(worker, owner, None, t0 + ms(a), t0 + ms(r))
-            .with_write(WriteStatus::Accepted, None)
-    }
 
     /// The `class`es of the SVG's elements, and the texts of the elements of class `class`.
     fn svg_texts(text: &str, class: &str) -> Vec<String> {

@@ -59,3 +59,23 @@ pub use checker::{CheckOptions, check};
 pub use draw::MAX_TIMELINE_HOLDS;
 pub use record::{History, Hold, HoldRecorder, WriteStatus};
 pub use report::{DEFAULT_MAX_EXAMPLES, Overlap, Report, WaitStats};
+
+/// What the checker's and the drawing's tests both build holds with.
+#[cfg(test)]
+mod test_holds {
+    use std::time::Duration;
+
+    use tokio::time::Instant;
+
+    use super::{Hold, WriteStatus};
+
+    pub(super) fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A hold of `owner` from `t0 + a` ms to `t0 + r` ms, with an accepted write.
+    pub(super) fn hold(t0: Instant, worker: usize, owner: &str, a: u64, r: u64) -> Hold {
+        Hold::new(worker, owner, None, t0 + ms(a), t0 + ms(r))
+            .with_write(WriteStatus::Accepted, None)
+    }
+}
