@@ -2,6 +2,7 @@
 //! Redis nodes are in `conformance_redis.rs`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use lock_core::{DynLockBackend, MemoryBackend};
 use lock_multi::{Composite, Quorum};
@@ -21,9 +22,19 @@ impl MemoryNodes {
             .iter()
             .map(|store| Arc::new(store.new_client()) as _)
             .collect();
-        Composite::new(nodes).expect("valid composite")
+        Composite::builder(nodes)
+            .node_timeout(NODE_TIMEOUT)
+            .build()
+            .expect("valid composite")
     }
 }
+
+/// Each node call's deadline. The default (5 % of the lease) is 15 ms for the suite's 300 ms
+/// leases: on a loaded 2-core CI machine a node's answer sometimes comes later, and a release
+/// then reports `PartlyReleased`, which is the timeout doing its job, not a contract failure. The
+/// suite checks the contract, so its nodes get a deadline a loaded machine meets; the short
+/// deadlines themselves are tested in `faults.rs` and the composite's unit tests.
+const NODE_TIMEOUT: Duration = Duration::from_millis(250);
 
 mod multi_memory {
     use super::*;
