@@ -75,9 +75,13 @@ impl ReadWriteState {
 ///   lock then lasts as long as the longest read hold left (its `lease` argument is not used;
 ///   in write mode the write hold's lease stands);
 ///   [`ReleaseOutcome::Released`](crate::ReleaseOutcome) means this owner field holds no read
-///   hold any more (other readers may still hold the lock). A reader that stops renewing (a crashed holder) does not keep the lock: alone, its
-///   hold ends with its lease; among other readers, the lock is free once they have all given
-///   theirs back.
+///   hold any more (other readers may still hold the lock). A reader that stops renewing (a
+///   crashed holder) does not keep the lock: alone, its hold ends with its lease; among other
+///   readers, the lock is free once they have all given theirs back. A read hold whose lease
+///   ran out is not counted again: before granting, `try_acquire` forgets the owner field's
+///   read holds whose leases have ended, so the hold count it answers counts live holds only
+///   (a hold nobody saw granted, e.g. an acquire whose answer was lost, would otherwise stay
+///   counted under its owner for as long as other readers keep the lock alive).
 /// - **Write side.** `try_acquire` grants when the lock is free, or when this owner field
 ///   already holds the write side (a re-entry). It fails with
 ///   [`Error::UpgradeRefused`](crate::Error::UpgradeRefused), at once and changing nothing,

@@ -337,3 +337,105 @@ impl<B: ReadWriteBackend + LockBackend> ReadWriteLock<B> {
         &self.sides.writes
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The owner's order over the read side when a hold nobody saw granted outlives the
+    //! cleanup's patience: the locker stops waiting for the cleanup after a lease, and the
+    //! store must by then have ended the hold (a read hold ends with its lease also while
+    //! another reader keeps the lock alive).
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use crate::contract::{
+        AcquireOutcome, AcquireRequest, LockBackend, LockState, ReleaseOutcome, RenewOutcome,
+        Renewal,
+    };
+    use crate::error::{Error, Result};
+    use crate::memory::{MemoryBackend, MemoryReadSide};
+    use crate::notify::ReleaseWatch;
+    use crate::read_write_backend::ReadWriteBackend;
+    use crate::{LockOptions, Locker};
+
+    /// A read side whose next acquire is applied and its answer lost, and whose cleanups fail
+    /// while it is `down`.
+    struct LosesAnAnswer {
+        inner: MemoryReadSide,
+        apply_then_lose: AtomicBool,
+        down: AtomicBool,
+    }
+
+    impl LockBackend for LosesAnAnswer {
+        fn client_id(&self) -> &str {
+            self.inner.client_id()
+        }
+        async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+            if self.apply_then_lose.swap(false, Ordering::SeqCst) {
+                self.inner.try_acquire(request).await?;
+                return Err(Error::ConnectionLost("the answer was lost".into()));
+            }
+            if self.down.load(Ordering::SeqCst) {
+                return Err(Error::ConnectionLost("down".into()));
+            }
+            self.inner.try_acquire(request).await
+        }
+        async fn release(
+            &self,
+            name: &str,
+            field: &str,
+            lease: Duration,
+        ) -> Result<ReleaseOutcome> {
+            self.inner.release(name, field, lease).await
+        }
+        async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
+            self.inner.renew(renewals).await
+        }
+        async fn abandon(&self, name: &str, field: &str, keep: u32) -> Result<()> {
+            if self.down.load(Ordering::SeqCst) {
+                return Err(Error::Timeout {
+                    after: Duration::from_millis(10),
+                });
+            }
+            self.inner.abandon(name, field, keep).await
+        }
+        async fn force_release(&self, name: &str) -> Result<bool> {
+            self.inner.force_release(name).await
+        }
+        async fn inspect(&self, name: &str) -> Result<LockState> {
+            self.inner.inspect(name).await
+        }
+        async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
+            self.inner.watch_releases(name).await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_hold_granted_unseen_is_not_re_entered_after_its_lease() {
+        let store = MemoryBackend::new();
+        let lease = LockOptions::new().watchdog_lease(Duration::from_millis(300));
+        // Another client reads all along: its renewals keep the lock alive.
+        let other = Locker::new(store.new_client()).read_write("rw").unwrap();
+        let reading = other.read_with(&lease).await.unwrap();
+        let reader = Locker::new(LosesAnAnswer {
+            inner: store.read_side(),
+            apply_then_lose: AtomicBool::new(true),
+            down: AtomicBool::new(true),
+        });
+        let short = lease.clone().wait(Duration::from_millis(100));
+        assert!(
+            reader.lock_with("rw", &short).await.is_err(),
+            "the answer is lost and the cleanup fails"
+        );
+        // Past the cleanup's patience (a lease, moved once): the locker stops waiting for it.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        reader.backend().down.store(false, Ordering::SeqCst);
+        let again = reader.lock_with("rw", &lease).await.unwrap();
+        assert_eq!(
+            again.hold_count(),
+            1,
+            "re-entered the hold granted unseen, whose lease had ended"
+        );
+        assert!(again.release().await.unwrap().was_held());
+        assert!(reading.release().await.unwrap().was_held());
+    }
+}

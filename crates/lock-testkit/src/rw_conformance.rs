@@ -30,8 +30,8 @@
 use std::time::Duration;
 
 use lock_core::{
-    Error, LeaseLoss, LockBackend, LockGuard, LockOptions, Locker, Owner, ReadWriteBackend,
-    ReadWriteLock, ReadWriteMode, ReadWriteState, ReleaseOutcome,
+    AcquireOutcome, AcquireRequest, Error, LeaseLoss, LockBackend, LockGuard, LockOptions, Locker,
+    Owner, ReadWriteBackend, ReadWriteLock, ReadWriteMode, ReadWriteState, ReleaseOutcome,
 };
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, timeout};
@@ -674,6 +674,93 @@ where
     assert_free(&w, &name).await;
 }
 
+/// A read hold ends with its lease also while other readers keep the lock alive: the owner
+/// field's next read hold does not count it. (A hold nobody saw granted, such as an acquire
+/// whose answer was lost, is never released; counted on, it would make the owner's next hold a
+/// re-entry the owner does not know of.) Among live holds of the same owner field, only the
+/// lapsed one goes.
+pub async fn rw_lapsed_read_hold_is_not_counted<H: Harness>(harness: &H)
+where
+    H::Backend: ReadWriteBackend,
+{
+    let other = rw_client(harness).await;
+    let store = harness.client().await;
+    let side = store.read_side();
+    let field = Owner::new().field(side.client_id());
+    let short = Duration::from_millis(300);
+    // Its only hold lapses while another reader holds the lock: the next hold is a first one.
+    let name = fresh_name("rw-lapsed");
+    let reading = rw(&other, &name).read_with(&long()).await.expect("read");
+    assert_eq!(read_hold(&side, &name, &field, short).await, 1);
+    sleep(short + Duration::from_millis(200)).await;
+    assert_eq!(
+        read_hold(&side, &name, &field, LONG_LEASE).await,
+        1,
+        "the lapsed hold was counted"
+    );
+    let state = rw(&other, &name).state().await.expect("state");
+    assert!(state.readers.contains(&(field.clone(), 1)), "{state:?}");
+    assert_eq!(
+        side.release(&name, &field, LONG_LEASE)
+            .await
+            .expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        reading.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_free(&other, &name).await;
+
+    // A lapsed hold below a live one: the live one stays counted, the lapsed one does not.
+    let name = fresh_name("rw-lapsed-among-own");
+    let reading = rw(&other, &name).read_with(&long()).await.expect("read");
+    assert_eq!(read_hold(&side, &name, &field, short).await, 1);
+    assert_eq!(read_hold(&side, &name, &field, LONG_LEASE).await, 2);
+    sleep(short + Duration::from_millis(200)).await;
+    assert_eq!(
+        read_hold(&side, &name, &field, LONG_LEASE).await,
+        2,
+        "one live hold and the new one"
+    );
+    let state = rw(&other, &name).state().await.expect("state");
+    assert!(state.readers.contains(&(field.clone(), 2)), "{state:?}");
+    assert_eq!(
+        side.release(&name, &field, LONG_LEASE)
+            .await
+            .expect("release"),
+        ReleaseOutcome::StillHeld { hold_count: 1 }
+    );
+    assert_eq!(
+        side.release(&name, &field, LONG_LEASE)
+            .await
+            .expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        reading.release().await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_free(&other, &name).await;
+}
+
+/// One read hold of `field` taken on the read side directly, as an attempt whose answer its
+/// locker never sees: its hold count.
+async fn read_hold<B: LockBackend>(side: &B, name: &str, field: &str, lease: Duration) -> u32 {
+    let request = AcquireRequest {
+        name,
+        owner_field: field,
+        lease,
+        fencing: false,
+        known_holds: 0,
+        waits: false,
+    };
+    match side.try_acquire(request).await.expect("read") {
+        AcquireOutcome::Acquired(grant) => grant.hold_count,
+        outcome => panic!("expected a read hold, got {outcome:?}"),
+    }
+}
+
 /// The watchdog renews read holds past their lease (each reader's own hold, not only the
 /// lock's expiry: one reader leaving does not end the other's), and write holds likewise.
 pub async fn rw_watchdog_renews_both_sides<H: Harness>(harness: &H)
@@ -1176,6 +1263,7 @@ macro_rules! rw_conformance_tests {
             rw_downgrade,
             rw_upgrade_refused,
             rw_crashed_reader_does_not_keep_lock,
+            rw_lapsed_read_hold_is_not_counted,
             rw_watchdog_renews_both_sides,
             rw_many_read_holds_renewed,
             rw_force_unlock_either_side,

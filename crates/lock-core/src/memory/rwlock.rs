@@ -62,6 +62,20 @@ fn writer_waits(tables: &mut Tables, name: &str, now: Instant) -> Option<Duratio
     first.map(|deadline| deadline.saturating_duration_since(now))
 }
 
+/// Forgets the read holds of `owner_field` whose leases ran out. A hold ends with its lease
+/// (the contract): without this, a hold nobody released (an acquire whose answer was lost, a
+/// crashed process's) would stay counted under its owner for as long as other readers keep the
+/// lock alive, and the owner's next read hold would count it. Run before an owner's read
+/// acquire, as the Redis side's `drop_lapsed_read_holds.lua`.
+fn drop_lapsed_read_holds(held: &mut RwHeld, owner_field: &str, now: Instant) {
+    if let Some(holds) = held.readers.get_mut(owner_field) {
+        holds.retain(|until| *until > now);
+        if holds.is_empty() {
+            held.readers.remove(owner_field);
+        }
+    }
+}
+
 /// Forgets that `owner_field` waits to write `name`.
 fn stop_waiting(tables: &mut Tables, name: &str, owner_field: &str) {
     if let Some(waiting) = tables.rw_writers_waiting.get_mut(name) {
@@ -226,6 +240,9 @@ impl LockBackend for MemoryReadSide {
         let mut tables = self.0.tables();
         let now = Instant::now();
         let until = now + request.lease;
+        if let Some(held) = live(&mut tables, request.name) {
+            drop_lapsed_read_holds(held, request.owner_field, now);
+        }
         // A writer of a writer-preferring side waits: no read hold for an owner field that
         // holds none (its re-entries and a writer's downgrade still go through).
         if let Some(wait) = writer_waits(&mut tables, request.name, now) {

@@ -8,12 +8,19 @@
 -- out a fencing token ('k': and keep its counter), ARGV[5] request id
 -- Returns {request id, 1, read hold count, token or 0} when granted (free, read mode, or a
 -- downgrade: write mode held by this owner), {request id, 0, ms to wait at most} otherwise.
--- While a writer-preferring writer waits, an owner holding nothing gets no read hold.
+-- While a writer-preferring writer waits, an owner holding nothing gets no read hold. Holds of
+-- the owner whose leases ran out are forgotten first (where Redisson keeps counting them).
 --#include next_fencing_token
 --#include lengthen
 --#include read_timeout_prefix
+--#include drop_lapsed_read_holds
 
 local mode = redis.call('hget', KEYS[1], 'mode')
+-- The owner's holds whose leases ran out are gone before anything counts them: it holds only
+-- its live ones (for the writers' queue below, and for the count of the hold it gets).
+if mode then
+    drop_lapsed_read_holds(KEYS[1], ARGV[2])
+end
 
 -- Writers waiting (writer-preferring): an owner that holds nothing here waits behind them.
 local time = redis.call('time')

@@ -43,6 +43,10 @@ const FRAGMENTS: &[(&str, &str)] = &[
         include_str!("../scripts/fragments/longest_read_hold.lua"),
     ),
     (
+        "drop_lapsed_read_holds",
+        include_str!("../scripts/fragments/drop_lapsed_read_holds.lua"),
+    ),
+    (
         "renew_each",
         include_str!("../scripts/fragments/renew_each.lua"),
     ),
