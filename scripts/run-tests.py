@@ -10,7 +10,9 @@ mostly sleep (fault schedules, leases, server start-ups) and leave the cores idl
 
 Server variants: `--server LABEL=PATH[:PACKAGE,...]` (repeatable) runs the binaries once per
 server, every test binary with DISTLOCK_REDIS_SERVER=PATH; with a package list only those
-packages' binaries and doc tests run against that server. The test binaries are built once for
+packages' binaries and doc tests run against that server. Binaries whose result does not
+depend on the server (in-memory stores only, or servers from a container image) run with the
+first server only (SERVER_FREE, IMAGE_SERVERS below). The test binaries are built once for
 all variants (one `cargo test --no-run` over the union of the selection: a second build with
 another package selection would unify other features and recompile much of the tree), and every
 (binary, server) job goes into one pool. Without --server there is one variant, the server of
@@ -73,6 +75,21 @@ BATTERIES = {
     "lock-redis::permits_battery",
     "distlock-examples::counter_stalls",
 }
+# Binaries whose result does not depend on the server variant: they run once, with the first
+# --server given. Those that start no server at all (in-memory stores only) run with
+# DISTLOCK_REDIS_SERVER naming a file that does not exist, so one that starts a server after all
+# fails instead of quietly depending on the variant; the container tests' servers come from
+# the container image, whatever the variant.
+SERVER_FREE = {
+    "lock-testkit::conformance_memory",
+    "lock-multi::conformance_memory",
+    "lock-multi",
+}
+IMAGE_SERVERS = {
+    "lock-testkit::containers",
+    "lock-redis::conformance_containers",
+}
+NO_SERVER = "/nonexistent/server-free-test-binaries-start-no-server"
 DOC_TESTS = "doc tests"
 # The limits hold over all server variants together (a Valkey cluster and a Redis cluster are
 # 12 processes either way; a battery's bounds do not care which server the other battery runs).
@@ -262,11 +279,16 @@ def main():
     binaries = build(selection, [])
 
     jobs = []
-    for variant in variants:
+    for index, variant in enumerate(variants):
         for package, name, executable, package_dir in binaries:
-            if variant.packages is None or package in variant.packages:
-                env = variant.env(dict(os.environ, CARGO_MANIFEST_DIR=package_dir))
-                jobs.append(Job(name, variant, [executable] + args.rest, package_dir, env))
+            if variant.packages is not None and package not in variant.packages:
+                continue
+            if index > 0 and name in SERVER_FREE | IMAGE_SERVERS:
+                continue
+            env = variant.env(dict(os.environ, CARGO_MANIFEST_DIR=package_dir))
+            if name in SERVER_FREE:
+                env["DISTLOCK_REDIS_SERVER"] = NO_SERVER
+            jobs.append(Job(name, variant, [executable] + args.rest, package_dir, env))
         if args.no_doc:
             continue
         # The doc tests take the build's selection whatever the variant: with another one cargo
