@@ -28,7 +28,8 @@ chain), then the longest binaries, by the times of the last run (kept per binary
 `target/test-times.json`).
 
 Usage: scripts/run-tests.py [--jobs N] [-p PACKAGE]... [--server LABEL=PATH[:PACKAGE,...]]...
-                            [--group-limit GROUP=N]... [--no-doc] [-- TEST-BINARY ARGS...]
+                            [--group-limit GROUP=N]... [--no-doc] [--skip BINARY]...
+                            [-- TEST-BINARY ARGS...]
 Exits 1 when a test binary fails (its whole output is printed then), 2 on bad usage.
 """
 
@@ -226,6 +227,9 @@ def main():
     parser.add_argument("--group-limit", action="append", default=[], metavar="GROUP=N",
                         help=f"change a group's limit (groups and defaults: {GROUP_LIMITS})")
     parser.add_argument("--no-doc", action="store_true", help="leave out the doc tests")
+    parser.add_argument("--skip", action="append", default=[], metavar="BINARY",
+                        help="leave out a test binary, by its name as the results print it "
+                             "(e.g. lock-multi::usage_battery), with every server (repeatable)")
     parser.add_argument("rest", nargs="*", help="after --: arguments for every test binary")
     args = parser.parse_args()
 
@@ -277,6 +281,10 @@ def main():
                          f"({', '.join(built or sorted(directories))})")
     selection = [arg for package in built for arg in ("-p", package)] if built else ["--workspace"]
     binaries = build(selection, [])
+    unknown = sorted(set(args.skip) - {name for _, name, _, _ in binaries})
+    if unknown:
+        parser.error(f"--skip: no test binary named {', '.join(unknown)}")
+    binaries = [binary for binary in binaries if binary[1] not in args.skip]
 
     jobs = []
     for index, variant in enumerate(variants):
