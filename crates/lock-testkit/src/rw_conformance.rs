@@ -701,9 +701,7 @@ where
     let state = rw(&other, &name).state().await.expect("state");
     assert!(state.readers.contains(&(field.clone(), 1)), "{state:?}");
     assert_eq!(
-        side.release(&name, &field, LONG_LEASE)
-            .await
-            .expect("release"),
+        give_back_read(&side, &name, &field).await,
         ReleaseOutcome::Released
     );
     assert_eq!(
@@ -726,15 +724,11 @@ where
     let state = rw(&other, &name).state().await.expect("state");
     assert!(state.readers.contains(&(field.clone(), 2)), "{state:?}");
     assert_eq!(
-        side.release(&name, &field, LONG_LEASE)
-            .await
-            .expect("release"),
+        give_back_read(&side, &name, &field).await,
         ReleaseOutcome::StillHeld { hold_count: 1 }
     );
     assert_eq!(
-        side.release(&name, &field, LONG_LEASE)
-            .await
-            .expect("release"),
+        give_back_read(&side, &name, &field).await,
         ReleaseOutcome::Released
     );
     assert_eq!(
@@ -742,6 +736,13 @@ where
         ReleaseOutcome::Released
     );
     assert_free(&other, &name).await;
+}
+
+/// One read hold of `field` given back on the read side directly.
+async fn give_back_read<B: LockBackend>(side: &B, name: &str, field: &str) -> ReleaseOutcome {
+    side.release(name, field, LONG_LEASE)
+        .await
+        .expect("release")
 }
 
 /// One read hold of `field` taken on the read side directly, as an attempt whose answer its
