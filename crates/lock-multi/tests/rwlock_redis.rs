@@ -78,6 +78,22 @@ async fn modes(nodes: &RedisNodes, name: &str) -> Vec<Option<ReadWriteMode>> {
     modes
 }
 
+/// Asserts that `name` is read on at least the policy's quorum of the three nodes and written on
+/// none: a reader is granted once a quorum granted (MultiLock: all three), and a RedLock
+/// reader's request to the remaining node may still be on its way, or refused there.
+async fn assert_read_on_quorum<P: Quorum + Default>(nodes: &RedisNodes, name: &str) {
+    let modes = modes(nodes, name).await;
+    let reading = modes
+        .iter()
+        .filter(|mode| **mode == Some(ReadWriteMode::Read))
+        .count();
+    assert!(
+        reading >= P::default().required(3)
+            && modes.iter().all(|mode| *mode != Some(ReadWriteMode::Write)),
+        "read on fewer nodes than a quorum: {modes:?}"
+    );
+}
+
 /// Readers of two composites of read sides hold `name` at once (and a third reader joins), as
 /// read holds on every node; a composite of write sides over the same nodes cannot get in
 /// until the last of them leaves.
@@ -93,10 +109,7 @@ async fn composite_readers_share<P: Quorum + Default>() {
         .expect("a second reader gets in at once")
         .expect("read");
     let c = second.try_lock(&name).await.expect("try").expect("shared");
-    assert_eq!(
-        modes(&nodes, &name).await,
-        vec![Some(ReadWriteMode::Read); 3]
-    );
+    assert_read_on_quorum::<P>(&nodes, &name).await;
     assert!(writer.try_lock(&name).await.expect("try").is_none(), "read");
     for guard in [a, c] {
         assert!(guard.release().await.expect("release").was_held());
@@ -159,10 +172,9 @@ async fn composite_writer_excludes_readers<P: Quorum + Default>() {
         assert!(hand_off < HAND_OFF, "a reader took {hand_off:?}");
         guards.push(guard);
     }
-    assert_eq!(
-        modes(&nodes, &name).await,
-        vec![Some(ReadWriteMode::Read); 3]
-    );
+    // Woken by the first node's release, a RedLock reader may try another node before the
+    // writer's release reaches it.
+    assert_read_on_quorum::<P>(&nodes, &name).await;
 
     let next_writer = tokio::spawn({
         let writer = writer.clone();
