@@ -80,3 +80,26 @@ ensure_nutcracker() {
         "\`sudo apt-get install nutcracker\` or set DISTLOCK_NUTCRACKER=/path/to/nutcracker" >&2
     return 0
 }
+
+# PostgreSQL's server binaries (initdb, postgres), for lock-postgres's tests: found in
+# $DISTLOCK_POSTGRES_BIN_DIR, Debian's /usr/lib/postgresql/<version>/bin or on PATH, else
+# installed with apt-get as root (without the cluster Debian would create and start: the tests
+# make their own servers); otherwise those tests say how to install them.
+ensure_postgres() {
+    if [ -n "${DISTLOCK_POSTGRES_BIN_DIR:-}" ] || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+        || command -v initdb >/dev/null 2>&1; then
+        return 0
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing postgresql with apt-get" >&2
+        mkdir -p /etc/postgresql-common
+        [ -e /etc/postgresql-common/createcluster.conf ] \
+            || echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.conf
+        if (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >&2; then
+            return 0
+        fi
+    fi
+    echo "PostgreSQL not found: lock-postgres's tests will fail; install it with" \
+        "\`sudo apt-get install postgresql\` or set DISTLOCK_POSTGRES_BIN_DIR to the directory of initdb and postgres" >&2
+    return 0
+}

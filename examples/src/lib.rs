@@ -483,6 +483,8 @@ mod doc_pages {
     pub struct LatchPage;
     #[doc = include_str!("../../docs/permits.md")]
     pub struct PermitsPage;
+    #[doc = include_str!("../../docs/postgres.md")]
+    pub struct PostgresPage;
     #[doc = include_str!("../../docs/rwlock.md")]
     pub struct RwLockPage;
     #[doc = include_str!("../../docs/safety.md")]

@@ -24,6 +24,7 @@ pub(crate) mod info;
 mod launch;
 mod options;
 mod ports;
+mod postgres;
 mod probe;
 mod process;
 mod signals;
@@ -34,5 +35,8 @@ pub use binary::{SERVER_BINARY_ENV, find_server_binary};
 pub use client_info::ClientInfo;
 pub use error::ServerError;
 pub use options::ServerOptions;
+pub use postgres::{
+    POSTGRES_BIN_DIR_ENV, POSTGRES_USER, PostgresServer, PostgresServerError, find_postgres_bin_dir,
+};
 pub use process::RedisServer;
 pub use twemproxy::{TWEMPROXY_BINARY_ENV, Twemproxy, find_twemproxy_binary};

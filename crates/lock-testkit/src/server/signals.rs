@@ -13,6 +13,8 @@ pub(super) enum Signal {
     Stop,
     Cont,
     Term,
+    /// PostgreSQL's fast shutdown.
+    Int,
 }
 
 impl fmt::Display for Signal {
@@ -21,6 +23,7 @@ impl fmt::Display for Signal {
             Self::Stop => "SIGSTOP",
             Self::Cont => "SIGCONT",
             Self::Term => "SIGTERM",
+            Self::Int => "SIGINT",
         })
     }
 }
@@ -33,6 +36,7 @@ pub(super) fn signal(pid: u32, sig: Signal) -> io::Result<()> {
         Signal::Stop => libc::SIGSTOP,
         Signal::Cont => libc::SIGCONT,
         Signal::Term => libc::SIGTERM,
+        Signal::Int => libc::SIGINT,
     };
     #[allow(unsafe_code)]
     // SAFETY: kill(2) has no memory-safety preconditions; `pid` is a positive pid of our own
