@@ -54,6 +54,9 @@ struct Registry {
     last_period: Duration,
     /// Since when the registry has been empty, while the task lingers.
     idle_since: Option<Instant>,
+    /// The locker is gone: nothing registers any more, so an empty registry ends the task at
+    /// once instead of lingering (the task holds the backend, and with it its connections).
+    closed: bool,
 }
 
 /// An idle renewal task lingers this long for new registrations before it exits, so a stream of
@@ -185,6 +188,18 @@ impl<B: LockBackend> Watchdog<B> {
     }
 }
 
+impl<B> Drop for Watchdog<B> {
+    /// Tells a lingering renewal task to end now (without waiting for it: Drop never blocks).
+    fn drop(&mut self) {
+        self.shared
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .closed = true;
+        self.shared.wake.notify_one();
+    }
+}
+
 /// One renewal of a batch, as planned.
 struct Due {
     id: u64,
@@ -255,7 +270,7 @@ fn plan<B>(shared: &Shared<B>, epoch: u64) -> Next {
         // Linger, looking again every renewal period, so a stream of short holds neither
         // spawns a task per hold nor wakes this one per hold.
         let idle_since = *registry.idle_since.get_or_insert(now);
-        if now.saturating_duration_since(idle_since) >= IDLE_LINGER {
+        if registry.closed || now.saturating_duration_since(idle_since) >= IDLE_LINGER {
             if registry.epoch == epoch {
                 registry.running = false;
             }
@@ -440,6 +455,27 @@ mod tests {
         assert_eq!(
             retry_delay(Duration::from_millis(10)),
             Duration::from_millis(2)
+        );
+    }
+
+    /// The renewal task lingers for new holds of a live locker; once the locker is gone it
+    /// ends at once and lets go of the backend (and so of the backend's connections).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_dropped_locker_lets_go_of_its_backend_at_once() {
+        let backend = Arc::new(crate::MemoryBackend::new());
+        let locker = crate::Locker::from_arc(Arc::clone(&backend));
+        let guard = locker.lock("linger").await.unwrap();
+        assert!(guard.release().await.unwrap().was_held());
+        drop(locker);
+        for _ in 0..200 {
+            if Arc::strong_count(&backend) == 1 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!(
+            "the backend is still held 1 s after its locker was dropped ({} references)",
+            Arc::strong_count(&backend)
         );
     }
 }
