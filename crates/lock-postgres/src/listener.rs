@@ -36,9 +36,13 @@ impl Listener {
     /// Starts the task (it connects at the first watch).
     pub(crate) fn start(config: Config, poll_interval: Duration) -> Self {
         let (commands, receiver) = mpsc::unbounded_channel();
-        let idle = commands.clone();
+        // Weak: the hub lives in the task too, and the task ends (closing its connection) when
+        // the backend drops the one strong sender.
+        let idle = commands.downgrade();
         let hub = ReleaseHub::with_idle_hook(move |channel, topic| {
-            let _ = idle.send(Command::Unlisten(channel.to_owned(), topic));
+            if let Some(idle) = idle.upgrade() {
+                let _ = idle.send(Command::Unlisten(channel.to_owned(), topic));
+            }
         });
         let down = Arc::new(AtomicBool::new(false));
         tokio::spawn(run(config, receiver, hub.clone(), Arc::clone(&down)));

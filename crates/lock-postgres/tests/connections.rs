@@ -102,3 +102,58 @@ fn a_connection_that_stops_answering_is_fenced_before_the_next_step() {
         assert!(taken.release().await.expect("release").was_held());
     });
 }
+
+/// A backend dropped, with waiters' channels listened on and every connection used, leaves no
+/// connection on the server.
+#[test]
+fn a_dropped_backend_leaves_no_connection() {
+    run(async {
+        let server = PostgresServer::start().expect("start PostgreSQL");
+        let admin_url = server.url();
+        lock_postgres::install_schema(&admin_url.parse().expect("url"))
+            .await
+            .expect("install");
+        let admin = sql(&admin_url).await;
+        let application = "distlock-drop-test";
+        let url = format!("{admin_url}?application_name={application}");
+        let backend = PostgresBackend::builder(&url)
+            .expect("url")
+            .connections(3)
+            .connect()
+            .await
+            .expect("connect");
+        let locker = Locker::new(backend);
+        let holder = Locker::new(PostgresBackend::connect(&admin_url).await.expect("connect"));
+        for name in ["drop:a", "drop:b", "drop:c", "drop:d", "drop:e", "drop:f"] {
+            let held = holder.lock(name).await.expect("lock");
+            let waiting = tokio::spawn({
+                let locker = locker.clone();
+                let name = name.to_owned();
+                async move {
+                    let guard = locker.lock(&name).await.expect("lock");
+                    assert!(guard.release().await.expect("release").was_held());
+                }
+            });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert!(held.release().await.expect("release").was_held());
+            waiting.await.expect("waiter");
+        }
+        assert!(
+            processes(&admin, application).await.len() >= 2,
+            "steps and notifications on connections of their own"
+        );
+        drop(locker);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let left = processes(&admin, application).await;
+            if left.is_empty() {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "connections left after the backend was dropped: {left:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
