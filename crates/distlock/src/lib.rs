@@ -1,5 +1,6 @@
 //! Distributed locks for async Rust on Redis and Valkey, with the same data layout as Redisson's
-//! `RLock`, so Rust and Java services can share locks.
+//! `RLock`, so Rust and Java services can share locks; and the lock on PostgreSQL (feature
+//! `postgres`).
 //!
 //! This is the facade crate. Its root is what an application uses: the [`Locker`] and the
 //! handle it gives out on each primitive, guards, options, errors, the in-memory backend and,
@@ -48,7 +49,7 @@
 //! | the entry point and the lock | [`Locker`], [`LockGuard`], [`LockOptions`], [`Lease`], [`Wait`], [`Owner`], [`Fenced`], [`Unfenced`], [`Fencing`], [`LockState`], [`ReleaseOutcome`], [`LeaseLoss`] |
 //! | the other primitives' handles and what they report | [`FairLock`], [`FairState`], [`ReadWriteLock`], [`ReadWriteState`], [`ReadWriteMode`], [`Semaphore`], [`SemaphoreState`], [`Permits`], [`PermitState`], [`CountDownLatch`], [`Election`], [`Leadership`], [`Leader`], [`LeaderObserver`] |
 //! | errors | [`Error`], [`Result`] (details in [`error`]; the limits on names, leases and waits in [`options`]) |
-//! | backends | [`MemoryBackend`]; with `redis`: [`RedisBackend`], [`RedisBackendBuilder`], [`LockKind`], [`NotificationMode`], [`ReplicaAck`], [`Shortfall`], [`RedisTarget`], [`RedisNode`], [`RedisLocker`], [`connect`]; [`MultiLock`], [`RedLock`], [`connect_multi`], [`connect_redlock`] |
+//! | backends | [`MemoryBackend`]; with `redis`: [`RedisBackend`], [`RedisBackendBuilder`], [`LockKind`], [`NotificationMode`], [`ReplicaAck`], [`Shortfall`], [`RedisTarget`], [`RedisNode`], [`RedisLocker`], [`connect`]; [`MultiLock`], [`RedLock`], [`connect_multi`], [`connect_redlock`]; with `postgres`: [`PostgresBackend`], [`PostgresBackendBuilder`], [`PostgresLocker`], [`connect_postgres`] |
 //!
 //! Metric names are in [`telemetry`]; everything a backend author needs is in [`backend`].
 //!
@@ -152,6 +153,7 @@
 //! | `redlock` | no | [`RedLock`] and the [`redlock`](mod@redlock) module (RedLock's policy in the `lock-multi` crate); with `redis`, [`connect_redlock`] |
 //! | `cluster` | no | Redis Cluster: `RedisTarget::cluster(seeds)` (for [`connect`] and [`RedisBackend::builder`]), `ShardedPubSub`; implies `redis` |
 //! | `sentinel` | no | Sentinel: `RedisTarget::sentinel(sentinels, service)`, the primary followed across failovers; implies `redis` |
+//! | `postgres` | no | the lock on PostgreSQL 14+: [`PostgresBackend`], [`PostgresBackendBuilder`], [`PostgresLocker`], [`connect_postgres`], the [`postgres`](mod@postgres) module (the `lock-postgres` crate; the other primitives are not on PostgreSQL yet) |
 //! | `metrics` | no | metrics through the `metrics` facade (acquire, wait and hold times, renewals, leases lost, each node's votes; see `docs/observability.md`) |
 //!
 //! Without default features only the backend-independent API and [`MemoryBackend`] remain, for
@@ -180,7 +182,12 @@
 // The crate docs link to the Redis, MultiLock and RedLock items, which only exist with their
 // features.
 #![cfg_attr(
-    not(all(feature = "redis", feature = "multi", feature = "redlock")),
+    not(all(
+        feature = "redis",
+        feature = "multi",
+        feature = "redlock",
+        feature = "postgres"
+    )),
     allow(rustdoc::broken_intra_doc_links)
 )]
 
@@ -281,6 +288,49 @@ pub type RedisLocker = Locker<RedisBackend>;
 #[cfg(feature = "redis")]
 pub async fn connect(target: impl Into<RedisTarget>) -> Result<RedisLocker> {
     Ok(Locker::new(RedisBackend::connect(target).await?))
+}
+
+/// The PostgreSQL backend: the `lock-postgres` crate (feature `postgres`): besides the types at
+/// the crate root, the schema's SQL and version ([`SCHEMA_SQL`](lock_postgres::SCHEMA_SQL),
+/// [`install_schema`](lock_postgres::install_schema)) and the default call timeout.
+#[cfg(feature = "postgres")]
+pub mod postgres {
+    #[doc(inline)]
+    pub use lock_postgres::*;
+}
+
+#[cfg(feature = "postgres")]
+pub use lock_postgres::{PostgresBackend, PostgresBackendBuilder};
+
+/// A [`Locker`] over a PostgreSQL database, as made by [`connect_postgres`] (feature
+/// `postgres`).
+#[cfg(feature = "postgres")]
+pub type PostgresLocker = Locker<PostgresBackend>;
+
+/// Connects to the PostgreSQL database `url` names (`postgres://user:password@host:port/db`)
+/// with the default settings and returns a locker over it (feature `postgres`). The `distlock`
+/// schema must be installed (`docs/postgres.md`); use [`PostgresBackend::builder`] to install
+/// it on connect, or for other settings.
+///
+/// # Errors
+///
+/// As [`PostgresBackendBuilder::connect`]: [`Error::InvalidConfig`] for a bad URL (before any
+/// I/O), the connection's errors, [`Error::Backend`] when the schema is missing or of another
+/// version.
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn demo() -> distlock::Result<()> {
+/// let locker = distlock::connect_postgres("postgres://app@127.0.0.1/app").await?;
+/// let guard = locker.lock("nightly-report").await?;
+/// guard.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[cfg(feature = "postgres")]
+pub async fn connect_postgres(url: &str) -> Result<PostgresLocker> {
+    Ok(Locker::new(PostgresBackend::connect(url).await?))
 }
 
 /// MultiLock: the `lock-multi` crate (feature `multi`).
