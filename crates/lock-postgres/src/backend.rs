@@ -8,9 +8,13 @@ use lock_core::backend::{
 };
 use lock_core::{Error, LockState, ReleaseOutcome, Result};
 
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, Statement};
+
 use crate::key::LockKey;
 use crate::listener::Listener;
 use crate::pool::Pool;
+use crate::session::Statements;
 
 /// A lock store on PostgreSQL: Redisson's reentrant lock semantics in a table, judged by the
 /// server's clock.
@@ -84,6 +88,24 @@ impl PostgresBackend {
             inner: Arc::new(inner),
         }
     }
+
+    /// Runs the prepared statement `pick` chooses with `params` on the connection of `key`'s
+    /// slot: one round trip, one row back.
+    async fn one_row(
+        &self,
+        key: &LockKey,
+        pick: fn(&Statements) -> &Statement,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row> {
+        let pool = &self.inner.pool;
+        pool.call(pool.slot_of(key), |session| async move {
+            session
+                .client
+                .query_one(pick(&session.statements), params)
+                .await
+        })
+        .await
+    }
 }
 
 /// Milliseconds for a lease parameter (leases are at most `MAX_DURATION`, far below `i64`).
@@ -108,23 +130,18 @@ impl LockBackend for PostgresBackend {
 
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
         let key = LockKey::of(request.name);
-        let pool = &self.inner.pool;
-        let row = pool
-            .call(pool.slot_of(&key), |session| async move {
-                session
-                    .client
-                    .query_one(
-                        &session.statements.acquire,
-                        &[
-                            &key.as_bytes(),
-                            &request.name.as_bytes(),
-                            &request.owner_field,
-                            &millis(request.lease),
-                            &request.fencing,
-                        ],
-                    )
-                    .await
-            })
+        let row = self
+            .one_row(
+                &key,
+                |statements| &statements.acquire,
+                &[
+                    &key.as_bytes(),
+                    &request.name.as_bytes(),
+                    &request.owner_field,
+                    &millis(request.lease),
+                    &request.fencing,
+                ],
+            )
             .await?;
         let holds: i32 = row.get(0);
         if holds > 0 {
@@ -158,17 +175,12 @@ impl LockBackend for PostgresBackend {
         lease: Duration,
     ) -> Result<ReleaseOutcome> {
         let key = LockKey::of(name);
-        let pool = &self.inner.pool;
-        let row = pool
-            .call(pool.slot_of(&key), |session| async move {
-                session
-                    .client
-                    .query_one(
-                        &session.statements.release,
-                        &[&key.as_bytes(), &owner_field, &millis(lease)],
-                    )
-                    .await
-            })
+        let row = self
+            .one_row(
+                &key,
+                |statements| &statements.release,
+                &[&key.as_bytes(), &owner_field, &millis(lease)],
+            )
             .await?;
         Ok(match row.get::<_, i32>(0) {
             left if left > 0 => ReleaseOutcome::StillHeld {
@@ -187,16 +199,14 @@ impl LockBackend for PostgresBackend {
         let key_bytes: Vec<&[u8]> = keys.iter().map(LockKey::as_bytes).collect();
         let owners: Vec<&str> = renewals.iter().map(|r| r.owner_field).collect();
         let leases: Vec<i64> = renewals.iter().map(|r| millis(r.lease)).collect();
-        let pool = &self.inner.pool;
         // Renewals only lengthen leases their owners hold, so their order against the names'
         // other steps does not matter: any slot will do.
-        let row = pool
-            .call(pool.slot_of(&keys[0]), |session| async move {
-                session
-                    .client
-                    .query_one(&session.statements.renew, &[&key_bytes, &owners, &leases])
-                    .await
-            })
+        let row = self
+            .one_row(
+                &keys[0],
+                |statements| &statements.renew,
+                &[&key_bytes, &owners, &leases],
+            )
             .await?;
         let renewed: Vec<bool> = row.get(0);
         if renewed.len() != renewals.len() {
@@ -215,44 +225,31 @@ impl LockBackend for PostgresBackend {
     async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
         let key = LockKey::of(name);
         let keep = i32::try_from(keep).unwrap_or(i32::MAX);
-        let pool = &self.inner.pool;
-        pool.call(pool.slot_of(&key), |session| async move {
-            session
-                .client
-                .execute(
-                    &session.statements.abandon,
-                    &[&key.as_bytes(), &owner_field, &keep],
-                )
-                .await
-        })
+        self.one_row(
+            &key,
+            |statements| &statements.abandon,
+            &[&key.as_bytes(), &owner_field, &keep],
+        )
         .await
         .map(drop)
     }
 
     async fn force_release(&self, name: &str) -> Result<bool> {
         let key = LockKey::of(name);
-        let pool = &self.inner.pool;
-        let row = pool
-            .call(pool.slot_of(&key), |session| async move {
-                session
-                    .client
-                    .query_one(&session.statements.force_release, &[&key.as_bytes()])
-                    .await
-            })
+        let row = self
+            .one_row(
+                &key,
+                |statements| &statements.force_release,
+                &[&key.as_bytes()],
+            )
             .await?;
         Ok(row.get(0))
     }
 
     async fn inspect(&self, name: &str) -> Result<LockState> {
         let key = LockKey::of(name);
-        let pool = &self.inner.pool;
-        let row = pool
-            .call(pool.slot_of(&key), |session| async move {
-                session
-                    .client
-                    .query_one(&session.statements.inspect, &[&key.as_bytes()])
-                    .await
-            })
+        let row = self
+            .one_row(&key, |statements| &statements.inspect, &[&key.as_bytes()])
             .await?;
         let owner: Option<String> = row.get(0);
         let Some(owner) = owner else {

@@ -15,6 +15,29 @@ async fn sql(url: &str) -> Client {
     client
 }
 
+/// A server with the schema installed, a client of it for the test's own statements, and
+/// URLs as the superuser plain (`admin_url`) and with `application` as the connections' name.
+struct Setup {
+    _server: PostgresServer,
+    admin: Client,
+    admin_url: String,
+    url: String,
+}
+
+async fn setup(application: &str) -> Setup {
+    let server = PostgresServer::start().expect("start PostgreSQL");
+    let admin_url = server.url();
+    lock_postgres::install_schema(&admin_url.parse().expect("url"))
+        .await
+        .expect("install");
+    Setup {
+        admin: sql(&admin_url).await,
+        url: format!("{admin_url}?application_name={application}"),
+        admin_url,
+        _server: server,
+    }
+}
+
 /// The server processes of the connections whose application name is `application`.
 async fn processes(admin: &Client, application: &str) -> Vec<i32> {
     admin
@@ -44,14 +67,13 @@ fn signal(pid: i32, signal: &str) {
 #[test]
 fn a_connection_that_stops_answering_is_fenced_before_the_next_step() {
     run(async {
-        let server = PostgresServer::start().expect("start PostgreSQL");
-        let admin_url = server.url();
-        lock_postgres::install_schema(&admin_url.parse().expect("url"))
-            .await
-            .expect("install");
-        let admin = sql(&admin_url).await;
         let application = "distlock-fence-test";
-        let url = format!("{admin_url}?application_name={application}");
+        let Setup {
+            _server,
+            admin,
+            admin_url,
+            url,
+        } = setup(application).await;
         let backend = PostgresBackend::builder(&url)
             .expect("url")
             .connections(1)
@@ -108,14 +130,13 @@ fn a_connection_that_stops_answering_is_fenced_before_the_next_step() {
 #[test]
 fn a_dropped_backend_leaves_no_connection() {
     run(async {
-        let server = PostgresServer::start().expect("start PostgreSQL");
-        let admin_url = server.url();
-        lock_postgres::install_schema(&admin_url.parse().expect("url"))
-            .await
-            .expect("install");
-        let admin = sql(&admin_url).await;
         let application = "distlock-drop-test";
-        let url = format!("{admin_url}?application_name={application}");
+        let Setup {
+            _server,
+            admin,
+            admin_url,
+            url,
+        } = setup(application).await;
         let backend = PostgresBackend::builder(&url)
             .expect("url")
             .connections(3)

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 use super::ports::PortReservation;
-use super::signals::{Signal, signal, wait_for_stopped_state};
+use super::signals::{Signal, signal, wait_for_stopped_state, wait_or_kill};
 use super::spawn::{set_parent_death_signal, spawn};
 
 /// Environment variable naming the directory of PostgreSQL's server binaries (`initdb`,
@@ -397,16 +397,8 @@ impl PostgresServer {
             signal(pid, Signal::Cont)?;
             self.paused = false;
         }
-        let deadline = Instant::now() + STOP_TIMEOUT;
         let child = self.child.as_mut().expect("running_pid checked it");
-        while child.try_wait()?.is_none() {
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                child.wait()?;
-                break;
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
+        wait_or_kill(child, STOP_TIMEOUT)?;
         self.child = None;
         Ok(())
     }

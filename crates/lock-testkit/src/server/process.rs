@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tempfile::TempDir;
 
@@ -19,7 +19,7 @@ use super::launch::{Launch, LaunchError, read_log_tail};
 use super::options::render_args;
 use super::options::{ServerOptions, render_config};
 use super::ports::PortReservation;
-use super::signals::{Signal, signal, wait_for_stopped_state};
+use super::signals::{Signal, signal, wait_for_stopped_state, wait_or_kill};
 
 /// How long [`RedisServer::stop`] waits after `SIGTERM` before sending `SIGKILL`.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -382,21 +382,10 @@ impl RedisServer {
         signal(pid, Signal::Term)?;
         // A stopped process only handles SIGTERM once continued; harmless otherwise.
         let _ = signal(pid, Signal::Cont);
-        let deadline = Instant::now() + STOP_TIMEOUT;
         let Some(child) = self.child.as_mut() else {
             return Ok(());
         };
-        loop {
-            if child.try_wait()?.is_some() {
-                break;
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                child.wait()?;
-                break;
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
+        wait_or_kill(child, STOP_TIMEOUT)?;
         self.child = None;
         Ok(())
     }

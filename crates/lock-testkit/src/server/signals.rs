@@ -1,11 +1,12 @@
 //! Process control by POSIX signal: stop, continue, terminate.
 
 use std::fmt;
-use std::io;
-use std::thread;
-use std::time::Duration;
 #[cfg(target_os = "linux")]
-use std::{fs, time::Instant};
+use std::fs;
+use std::io;
+use std::process::Child;
+use std::thread;
+use std::time::{Duration, Instant};
 
 /// The signals the fault controls send.
 #[derive(Clone, Copy)]
@@ -56,6 +57,20 @@ pub(super) fn signal(_pid: u32, sig: Signal) -> io::Result<()> {
         io::ErrorKind::Unsupported,
         format!("{sig} needs a Unix platform"),
     ))
+}
+
+/// Waits until `child` has exited, at most `timeout`, then kills it; reaps it either way.
+pub(super) fn wait_or_kill(child: &mut Child, timeout: Duration) -> io::Result<()> {
+    let deadline = Instant::now() + timeout;
+    while child.try_wait()?.is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            child.wait()?;
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
 }
 
 /// Waits (up to 1 s) until `/proc/<pid>/stat` shows the process stopped (or not).
