@@ -142,6 +142,8 @@ pub struct UsageReport {
     pub readers_not_acquired: usize,
     /// Calls that failed with another error (a fault the retries did not ride through).
     pub errors: usize,
+    /// The first errors, each with the action and its time in the run.
+    pub error_samples: Vec<String>,
     /// The longest time the lock was free while someone waited for it.
     pub longest_free_while_waited: Duration,
     /// The plan's bound on it.
@@ -176,8 +178,9 @@ impl UsageReport {
         }
         if self.longest_free_while_waited > self.free_bound {
             problems.push(format!(
-                "the lock stayed free for {:?} while someone waited (bound {:?})",
-                self.longest_free_while_waited, self.free_bound
+                "the lock stayed free for {:?} while someone waited (bound {:?}); the first \
+                 errors: {:?}",
+                self.longest_free_while_waited, self.free_bound, self.error_samples
             ));
         }
         problems
@@ -244,6 +247,9 @@ struct Shared {
     not_acquired: AtomicUsize,
     readers_not_acquired: AtomicUsize,
     errors: AtomicUsize,
+    /// The first errors, with when and where they came (for a report that fails).
+    error_samples: Mutex<Vec<String>>,
+    started: Instant,
     /// Every wait: when it began and ended.
     waits: Mutex<Vec<(Instant, Instant)>>,
     actions: Mutex<BTreeMap<&'static str, usize>>,
@@ -262,9 +268,23 @@ impl Shared {
             not_acquired: AtomicUsize::new(0),
             readers_not_acquired: AtomicUsize::new(0),
             errors: AtomicUsize::new(0),
+            error_samples: Mutex::new(Vec::new()),
+            started: Instant::now(),
             waits: Mutex::new(Vec::new()),
             actions: Mutex::new(BTreeMap::new()),
         })
+    }
+
+    /// Counts an error of `action` (keeping the first few, with their time in the run).
+    fn error(&self, action: &str, error: &Error) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        let mut samples = self
+            .error_samples
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if samples.len() < 10 {
+            samples.push(format!("{action} at {:?}: {error}", self.started.elapsed()));
+        }
     }
 
     /// Records one hold ending now: `span` is when it began, how long its acquire waited and
@@ -422,7 +442,7 @@ impl<'a, B: LockBackend> Task<'a, B> {
             Err(Error::NotReentrant { .. }) if !self.locker.backend().reentrant() => None,
             Err(error) => {
                 tracing::debug!(%error, "usage battery: a lock call failed");
-                self.shared.errors.fetch_add(1, Ordering::Relaxed);
+                self.shared.error("lock", &error);
                 None
             }
         }
@@ -455,7 +475,7 @@ impl<'a, B: LockBackend> Task<'a, B> {
             )),
             Err(error) => {
                 tracing::debug!(%error, "usage battery: a release failed");
-                self.shared.errors.fetch_add(1, Ordering::Relaxed);
+                self.shared.error(action, &error);
             }
         }
     }
@@ -551,9 +571,7 @@ impl<'a, B: LockBackend> Task<'a, B> {
                             .push((asked, Instant::now()));
                         shared.not_acquired(claim);
                     }
-                    Err(_) => {
-                        shared.errors.fetch_add(1, Ordering::Relaxed);
-                    }
+                    Err(error) => shared.error(action, &error),
                 }
             }
             "cancel_lock" => {
@@ -566,9 +584,7 @@ impl<'a, B: LockBackend> Task<'a, B> {
                         let mut held = Recorded::new(shared, worker, claim, guard, asked.elapsed());
                         held.work(&mut self.rng).await;
                     }
-                    Ok(Err(_)) => {
-                        shared.errors.fetch_add(1, Ordering::Relaxed);
-                    }
+                    Ok(Err(error)) => shared.error(action, &error),
                     Err(_) => {} // cancelled: its cleanup runs in the background
                 }
             }
@@ -603,9 +619,7 @@ impl<'a, B: LockBackend> Task<'a, B> {
                         held.work(&mut self.rng).await;
                     }
                     Err(Error::NotAcquired { .. }) => {}
-                    Err(_) => {
-                        shared.errors.fetch_add(1, Ordering::Relaxed);
-                    }
+                    Err(error) => shared.error(action, &error),
                 }
             }
             "relock" => {
@@ -770,6 +784,7 @@ async fn finish(
         not_acquired: shared.not_acquired.load(Ordering::Relaxed),
         readers_not_acquired: shared.readers_not_acquired.load(Ordering::Relaxed),
         errors: shared.errors.load(Ordering::Relaxed),
+        error_samples: take(&shared.error_samples),
         longest_free_while_waited: longest_free_while_waited(&shared_holds, &waits),
         free_bound: plan.free_bound,
         actions: shared
