@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Runs the `pick_backend` example both ways, on one node (default features) and on a RedLock over
-# three nodes (`--features redlock`), each on private servers it starts itself, and checks that
-# the counter it reports is exactly tasks × increments. Extra arguments go to `cargo run`.
+# Runs the `pick_backend` example three ways, on one node (default features), on a RedLock over
+# three nodes (`--features redlock`) and with the locks on PostgreSQL (`--features postgres`),
+# each on private servers it starts itself, and checks that the counter it reports is exactly
+# tasks × increments. Extra arguments go to `cargo run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/ensure-redis.sh
 source scripts/ensure-redis.sh
 ensure_redis_server
+ensure_postgres
 
 tasks=8
 increments=25
@@ -34,3 +36,4 @@ run() {
 
 run "single node" "$@"
 run "RedLock" --features redlock "$@"
+run "PostgreSQL" --features postgres "$@"

@@ -1,16 +1,20 @@
 //! Where the locks live, as every command takes it: one server (`--url`, or `DISTLOCK_URL`), a
-//! Redis Cluster (`--cluster`), or the primary of a Sentinel service (`--sentinel`,
-//! `--service`), with TLS files and timeouts.
+//! Redis Cluster (`--cluster`), the primary of a Sentinel service (`--sentinel`, `--service`),
+//! with TLS files and timeouts; or a PostgreSQL database (`--url postgres://…`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use distlock::{Error, LockKind, Locker, RedisBackend, RedisBackendBuilder, RedisLocker};
+use distlock::{
+    Error, LockKind, Locker, PostgresBackend, PostgresLocker, RedisBackend, RedisBackendBuilder,
+    RedisLocker,
+};
 
 /// The connection flags shared by every command.
 #[derive(Debug, clap::Args)]
 pub struct ConnectionArgs {
-    /// The server: `redis://[user:password@]host:port[/db]`, or `rediss://…` for TLS.
+    /// The server: `redis://[user:password@]host:port[/db]`, `rediss://…` for TLS, or a
+    /// PostgreSQL database: `postgres://[user[:password]@]host[:port]/db`.
     #[arg(
         long,
         env = "DISTLOCK_URL",
@@ -59,6 +63,29 @@ pub enum Kind {
 }
 
 impl ConnectionArgs {
+    /// The PostgreSQL database `--url` names (`postgres://` or `postgresql://`), when it names
+    /// one and no Redis Cluster or Sentinel is given.
+    pub fn postgres_url(&self) -> Option<&str> {
+        let postgres = ["postgres://", "postgresql://"]
+            .iter()
+            .any(|scheme| self.url.starts_with(scheme));
+        (postgres && self.cluster.is_empty() && self.sentinel.is_empty()).then_some(&self.url)
+    }
+
+    /// A locker over the PostgreSQL database `url` (the schema must be installed: `distlock
+    /// postgres install`), with `--command-timeout` as its call timeout.
+    ///
+    /// # Errors
+    ///
+    /// As [`distlock::PostgresBackendBuilder::connect`].
+    pub async fn postgres_locker(&self, url: &str) -> distlock::Result<PostgresLocker> {
+        let mut builder = PostgresBackend::builder(url)?;
+        if let Some(timeout) = self.command_timeout {
+            builder = builder.call_timeout(timeout);
+        }
+        Ok(Locker::new(builder.connect().await?))
+    }
+
     /// A locker over the deployment these flags name.
     ///
     /// # Errors

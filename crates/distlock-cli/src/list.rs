@@ -14,13 +14,13 @@ use crate::status::as_json;
 pub struct ListArgs {
     /// A glob on lock names (`*`, `?`, `[…]`; `\` escapes).
     #[arg(default_value = "*")]
-    pattern: String,
+    pub(crate) pattern: String,
     /// Look at no more than about this many keys.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
-    limit: u64,
+    pub(crate) limit: u64,
     /// One JSON object (`locks`, `complete`) instead of text.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// Runs `distlock list`.

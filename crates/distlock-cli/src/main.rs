@@ -1,4 +1,4 @@
-//! `distlock`: run a command under a distributed lock on Redis or Valkey.
+//! `distlock`: run a command under a distributed lock on Redis, Valkey or PostgreSQL.
 //!
 //! ```text
 //! distlock run reports:daily --wait 10s -- ./make-report.sh
@@ -10,6 +10,7 @@ mod connection;
 mod doctor;
 mod exit;
 mod list;
+mod postgres;
 mod run;
 mod status;
 mod unlock;
@@ -18,7 +19,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// Distributed locks on Redis / Valkey (Redisson's layout) from the command line.
+/// Distributed locks on Redis / Valkey (Redisson's layout) or PostgreSQL from the command line.
 #[derive(Debug, Parser)]
 #[command(name = "distlock", version, about)]
 struct Cli {
@@ -53,12 +54,19 @@ enum Commands {
     /// Exit codes: 0 the default lock works there, 69 it does not (or the server cannot be
     /// reached), 2 bad arguments.
     Doctor(doctor::DoctorArgs),
+    /// PostgreSQL: print the `distlock` schema's SQL, or install it in the database `--url`
+    /// names.
+    #[command(subcommand)]
+    Postgres(postgres::PostgresCommand),
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let connection = &cli.connection;
+    if let Some(url) = connection.postgres_url() {
+        return on_postgres(connection, url, cli.command).await;
+    }
     match cli.command {
         Commands::Run(args) => match connection.locker().await {
             Ok(locker) => run::run(locker, args).await,
@@ -80,6 +88,29 @@ async fn main() -> ExitCode {
         Commands::Unlock(args) => unlock::unlock(connection, args).await,
         // Probes only: a server where no lock works still gets its table.
         Commands::Doctor(args) => doctor::doctor(connection, args).await,
+        Commands::Postgres(command) => postgres::command(None, command).await,
+    }
+}
+
+/// The commands on a PostgreSQL database.
+async fn on_postgres(
+    connection: &connection::ConnectionArgs,
+    url: &str,
+    command: Commands,
+) -> ExitCode {
+    match command {
+        Commands::Postgres(command) => postgres::command(Some(url), command).await,
+        Commands::Doctor(_) => {
+            eprintln!(
+                "distlock: `doctor` probes Redis servers; on PostgreSQL, `distlock postgres install` checks the schema"
+            );
+            exit::code(exit::USAGE)
+        }
+        Commands::Run(args) => match connection.postgres_locker(url).await {
+            Ok(locker) => run::run(locker, args).await,
+            Err(error) => cannot_connect(&error),
+        },
+        other => postgres::family_command(connection, url, other).await,
     }
 }
 

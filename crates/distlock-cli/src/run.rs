@@ -12,7 +12,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use distlock::{Error, Fencing, LockGuard, LockOptions, Owner, RedisBackend, RedisLocker};
+use distlock::backend::LockBackend;
+use distlock::{Error, Fencing, LockGuard, LockOptions, Locker, Owner};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -45,7 +46,7 @@ pub struct RunArgs {
 }
 
 /// Runs `distlock run`.
-pub async fn run(locker: RedisLocker, args: RunArgs) -> ExitCode {
+pub async fn run<B: LockBackend>(locker: Locker<B>, args: RunArgs) -> ExitCode {
     // An owner of its own, to wait for its calls by when a signal stops the wait.
     let owner = Owner::new();
     let mut options = LockOptions::new().watchdog_lease(args.lease).owner(owner);
@@ -63,8 +64,8 @@ pub async fn run(locker: RedisLocker, args: RunArgs) -> ExitCode {
 }
 
 /// `distlock run` with options of either fencing kind.
-async fn run_as<F: Fencing>(
-    locker: RedisLocker,
+async fn run_as<B: LockBackend, F: Fencing>(
+    locker: Locker<B>,
     args: RunArgs,
     owner: Owner,
     options: LockOptions<F>,
@@ -143,11 +144,11 @@ async fn run_as<F: Fencing>(
 }
 
 /// Acquires `name`, showing a progress line on stderr while waiting when it is a terminal.
-async fn acquire<F: Fencing>(
-    locker: &RedisLocker,
+async fn acquire<B: LockBackend, F: Fencing>(
+    locker: &Locker<B>,
     name: &str,
     options: &LockOptions<F>,
-) -> distlock::Result<LockGuard<RedisBackend, F>> {
+) -> distlock::Result<LockGuard<B, F>> {
     let waiting = locker.lock_with(name, options);
     if !std::io::stderr().is_terminal() {
         return waiting.await;
@@ -187,7 +188,12 @@ async fn acquire<F: Fencing>(
 /// A signal while waiting for the lock: the lock call is dropped (the grant may be on its way
 /// back), and what it left on the store is given back before exiting: the runtime's end would
 /// drop that cleanup, leaving the lock held until its lease ends.
-async fn stop_waiting(locker: &RedisLocker, name: &str, owner: Owner, signal: Signal) -> ExitCode {
+async fn stop_waiting<B: LockBackend>(
+    locker: &Locker<B>,
+    name: &str,
+    owner: Owner,
+    signal: Signal,
+) -> ExitCode {
     if let Err(error) = locker.flush(name, owner).await {
         eprintln!(
             "distlock: could not wait for the lock call to be undone ({error}); its lease will end it"
@@ -198,9 +204,9 @@ async fn stop_waiting(locker: &RedisLocker, name: &str, owner: Owner, signal: Si
 
 /// Passes `signal` on to the command, waits for it (SIGKILL after `grace`), releases, and
 /// exits with the command's status.
-async fn finish_on_signal<F: Fencing>(
+async fn finish_on_signal<B: LockBackend, F: Fencing>(
     mut child: Child,
-    guard: LockGuard<RedisBackend, F>,
+    guard: LockGuard<B, F>,
     signal: Signal,
     grace: Duration,
 ) -> ExitCode {
@@ -231,7 +237,7 @@ async fn stop(
 }
 
 /// Releases the lock, saying so when that fails (the lease ends it anyway).
-async fn release<F: Fencing>(guard: LockGuard<RedisBackend, F>) {
+async fn release<B: LockBackend, F: Fencing>(guard: LockGuard<B, F>) {
     let name = guard.name().to_owned();
     if let Err(error) = guard.release().await {
         eprintln!("distlock: could not release {name:?} ({error}); its lease will end it");

@@ -16,23 +16,23 @@ use crate::exit;
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
     /// The lock's name.
-    name: String,
+    pub(crate) name: String,
     /// One JSON object instead of text.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// `distlock watch NAME [--json] [--every DUR]`
 #[derive(Debug, clap::Args)]
 pub struct WatchArgs {
     /// The lock's name.
-    name: String,
+    pub(crate) name: String,
     /// One JSON object per change instead of text.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// How often to look.
     #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration)]
-    every: Duration,
+    pub(crate) every: Duration,
 }
 
 /// Runs `distlock status`.

@@ -35,13 +35,13 @@ enum Force {
 #[derive(Debug, clap::Args)]
 pub struct UnlockArgs {
     /// The lock's name.
-    name: String,
+    pub(crate) name: String,
     /// Required: release the lock whoever holds it (there is no unlock on behalf of a holder).
     #[arg(long, required = true)]
     force: bool,
     /// Do not ask for confirmation (required when stdin is not a terminal).
     #[arg(long)]
-    yes: bool,
+    pub(crate) yes: bool,
 }
 
 /// Runs `distlock unlock --force`.

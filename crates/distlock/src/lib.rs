@@ -153,7 +153,7 @@
 //! | `redlock` | no | [`RedLock`] and the [`redlock`](mod@redlock) module (RedLock's policy in the `lock-multi` crate); with `redis`, [`connect_redlock`] |
 //! | `cluster` | no | Redis Cluster: `RedisTarget::cluster(seeds)` (for [`connect`] and [`RedisBackend::builder`]), `ShardedPubSub`; implies `redis` |
 //! | `sentinel` | no | Sentinel: `RedisTarget::sentinel(sentinels, service)`, the primary followed across failovers; implies `redis` |
-//! | `postgres` | no | the lock on PostgreSQL 14+: [`PostgresBackend`], [`PostgresBackendBuilder`], [`PostgresLocker`], [`connect_postgres`], the [`postgres`](mod@postgres) module (the `lock-postgres` crate; the other primitives are not on PostgreSQL yet) |
+//! | `postgres` | no | every primitive on PostgreSQL 14+: [`PostgresBackend`], [`PostgresBackendBuilder`], [`PostgresLocker`], [`connect_postgres`], the [`postgres`](mod@postgres) module (the `lock-postgres` crate) |
 //! | `metrics` | no | metrics through the `metrics` facade (acquire, wait and hold times, renewals, leases lost, each node's votes; see `docs/observability.md`) |
 //!
 //! Without default features only the backend-independent API and [`MemoryBackend`] remain, for

@@ -63,7 +63,7 @@ use crate::session::Statements;
 /// ```
 #[derive(Clone)]
 pub struct PostgresBackend {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 pub(crate) struct Inner {
@@ -72,6 +72,8 @@ pub(crate) struct Inner {
     /// `None`: waiters poll.
     pub(crate) listener: Option<Listener>,
     pub(crate) poll_interval: Duration,
+    /// The server, as spans name it (`host:port`).
+    pub(crate) node: String,
 }
 
 impl std::fmt::Debug for PostgresBackend {
@@ -106,17 +108,80 @@ impl PostgresBackend {
         })
         .await
     }
+
+    /// Runs `sql` (prepared on the connection at its first use) with `params` on the connection
+    /// of `key`'s slot: one round trip, one row back. The lock family's steps go through here,
+    /// so every step on a name keeps the name's one connection and its order.
+    pub(crate) async fn family_row(
+        &self,
+        key: &LockKey,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row> {
+        let pool = &self.inner.pool;
+        pool.call(pool.slot_of(key), |session| async move {
+            let statement = session.prepared(sql).await?;
+            session.client.query_one(&statement, params).await
+        })
+        .await
+    }
+
+    /// Like [`family_row`](Self::family_row), for a statement that returns any number of rows.
+    pub(crate) async fn family_rows(
+        &self,
+        key: &LockKey,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        let pool = &self.inner.pool;
+        pool.call(pool.slot_of(key), |session| async move {
+            let statement = session.prepared(sql).await?;
+            session.client.query(&statement, params).await
+        })
+        .await
+    }
+
+    /// A watch on `key`'s channel (every family announces on its name's one channel: the same
+    /// name in two families only wakes the other's waiters to look again), or a polling one.
+    pub(crate) async fn watch_key(&self, key: &LockKey) -> ReleaseWatch {
+        match &self.inner.listener {
+            Some(listener) => listener.watch(&key.channel()).await,
+            None => ReleaseWatch::polling(self.inner.poll_interval),
+        }
+    }
+}
+
+/// Records the server on the current span when it is one of distlock's that takes a `node`
+/// (`distlock.acquire`, `distlock.release`) and a subscriber records it; a span of the
+/// application's own is never written to.
+fn record_node(node: &str) {
+    // Those spans are INFO: nothing to do when no subscriber wants INFO (one atomic load).
+    if !tracing::level_enabled!(tracing::Level::INFO) {
+        return;
+    }
+    let span = tracing::Span::current();
+    let ours = span.metadata().is_some_and(|metadata| {
+        metadata.name().starts_with("distlock.") && metadata.fields().field("node").is_some()
+    });
+    if ours && !span.is_disabled() {
+        span.record("node", node);
+    }
 }
 
 /// Milliseconds for a lease parameter (leases are at most `MAX_DURATION`, far below `i64`).
-fn millis(duration: Duration) -> i64 {
+pub(crate) fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// A count the server returned, which the schema keeps positive.
-fn count(value: i32) -> Result<u32> {
+pub(crate) fn count(value: i32) -> Result<u32> {
     u32::try_from(value)
         .map_err(|_| Error::Protocol(format!("a negative hold count: {value}").into()))
+}
+
+/// A remaining lease the server returned in milliseconds (never negative; `None` read as 0).
+pub(crate) fn ttl_of(ttl_ms: Option<i64>) -> Duration {
+    Duration::from_millis(ttl_ms.map_or(0, |ms| u64::try_from(ms).unwrap_or(0)))
 }
 
 impl LockBackend for PostgresBackend {
@@ -130,6 +195,7 @@ impl LockBackend for PostgresBackend {
 
     async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
         let key = LockKey::of(request.name);
+        record_node(&self.inner.node);
         let row = self
             .one_row(
                 &key,
@@ -160,11 +226,8 @@ impl LockBackend for PostgresBackend {
                 fencing_token,
             }));
         }
-        let ttl_ms: Option<i64> = row.get(2);
         Ok(AcquireOutcome::Held {
-            ttl: Some(Duration::from_millis(
-                ttl_ms.map_or(0, |ms| u64::try_from(ms).unwrap_or(0)),
-            )),
+            ttl: Some(ttl_of(row.get(2))),
         })
     }
 
@@ -175,6 +238,7 @@ impl LockBackend for PostgresBackend {
         lease: Duration,
     ) -> Result<ReleaseOutcome> {
         let key = LockKey::of(name);
+        record_node(&self.inner.node);
         let row = self
             .one_row(
                 &key,
@@ -264,9 +328,6 @@ impl LockBackend for PostgresBackend {
     }
 
     async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
-        Ok(match &self.inner.listener {
-            Some(listener) => listener.watch(&LockKey::of(name).channel()).await,
-            None => ReleaseWatch::polling(self.inner.poll_interval),
-        })
+        Ok(self.watch_key(&LockKey::of(name)).await)
     }
 }

@@ -149,6 +149,7 @@ impl PostgresBackendBuilder {
             self.call_timeout,
         );
         pool.warm_up().await?;
+        let node = node_of(&self.config);
         let listener = self
             .listen
             .then(|| Listener::start(self.config, self.poll_interval));
@@ -157,6 +158,20 @@ impl PostgresBackendBuilder {
             pool,
             listener,
             poll_interval: self.poll_interval,
+            node,
         }))
+    }
+}
+
+/// The server a configuration names, as spans show it: `host:port` of its first host (a Unix
+/// socket's directory for a socket).
+fn node_of(config: &Config) -> String {
+    use tokio_postgres::config::Host;
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    match config.get_hosts().first() {
+        Some(Host::Tcp(host)) => format!("{host}:{port}"),
+        #[cfg(unix)]
+        Some(Host::Unix(path)) => format!("{}:{port}", path.display()),
+        None => format!("localhost:{port}"),
     }
 }

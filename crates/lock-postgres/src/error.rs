@@ -13,7 +13,7 @@ use tokio_postgres::error::SqlState;
 
 /// The message of an error that means the schema is missing or of another version.
 pub(crate) const NO_SCHEMA: &str = "the distlock schema is not installed in this database \
-    (PostgresBackend::install_schema, or sql/schema.sql of lock-postgres run by hand)";
+    (PostgresBackend::install_schema, or lock-postgres's sql/*.sql run by hand, printed by `distlock-cli postgres schema`)";
 
 /// Whether the server answered this error (the statement's transaction rolled back).
 pub(crate) fn is_definite(error: &tokio_postgres::Error) -> bool {

@@ -159,7 +159,7 @@ async fn run(
             }
         }
         down.store(true, Ordering::Relaxed);
-        tracing::warn!("lost the connection for release notifications; reconnecting");
+        crate::telemetry::listen_lost();
         hub.wake_all();
     }
 }
@@ -192,7 +192,7 @@ async fn connect(
         loop {
             match poll_fn(|cx| connection.poll_message(cx)).await {
                 Some(Ok(AsyncMessage::Notification(notification))) => {
-                    hub.notify_released(notification.channel());
+                    deliver(&hub, notification.channel(), notification.payload());
                 }
                 Some(Ok(_)) => {}
                 Some(Err(error)) => {
@@ -208,6 +208,19 @@ async fn connect(
         listen(&client, "LISTEN", channel).await?;
     }
     Ok((client, lost))
+}
+
+/// Hands a notification to the hub by its payload: `all` (a latch opened, a read-write lock's
+/// readers let in, a leader changed) wakes every waiter on the channel; a count (a semaphore's
+/// announcement) up to that many; anything else (a release: an empty payload) one.
+fn deliver(hub: &ReleaseHub, channel: &str, payload: &str) {
+    match payload {
+        "all" => hub.wake_watchers(channel),
+        _ => match payload.parse::<i64>() {
+            Ok(count) => hub.notify_up_to(channel, count),
+            Err(_) => hub.notify_released(channel),
+        },
+    }
 }
 
 /// `LISTEN` or `UNLISTEN` on `channel` (a quoted identifier: the channel is hex after a fixed

@@ -155,7 +155,7 @@ impl Pool {
                 pid: session.pid,
                 backend_start: session.backend_start,
             });
-            tracing::debug!(pid = session.pid, slot, "retired a PostgreSQL connection");
+            crate::telemetry::connection_retired(session.pid, slot);
         }
     }
 }

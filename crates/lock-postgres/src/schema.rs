@@ -6,9 +6,25 @@ use tokio_postgres::{Config, NoTls};
 use crate::error::classify;
 
 /// The schema's SQL: every table and function of the `distlock` schema, idempotent, for
-/// operators who install it themselves (`psql -v ON_ERROR_STOP=1 -1 -f schema.sql`; the file is
-/// `sql/schema.sql` in this crate). [`install_schema`] runs the same text.
-pub const SCHEMA_SQL: &str = include_str!("../sql/schema.sql");
+/// operators who install it themselves. It is the files of this crate's `sql/` directory (one
+/// per primitive) in the order of their names; [`install_schema`] runs the same text, and
+/// `distlock-cli postgres schema` prints it:
+///
+/// ```text
+/// distlock-cli postgres schema | psql "$DATABASE_URL" -v ON_ERROR_STOP=1 -1 -f -
+/// ```
+pub const SCHEMA_SQL: &str = concat!(
+    include_str!("../sql/00-schema.sql"),
+    include_str!("../sql/10-lock.sql"),
+    include_str!("../sql/20-fair.sql"),
+    include_str!("../sql/30-read-write.sql"),
+    include_str!("../sql/40-semaphore.sql"),
+    include_str!("../sql/50-permits.sql"),
+    include_str!("../sql/60-latch.sql"),
+    include_str!("../sql/70-election.sql"),
+    include_str!("../sql/80-names.sql"),
+    include_str!("../sql/99-version.sql"),
+);
 
 /// The version of [`SCHEMA_SQL`]. A backend connects only to a database whose schema has this
 /// version, and the SQL refuses to replace a newer one.

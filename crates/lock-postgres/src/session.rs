@@ -1,5 +1,6 @@
 //! One connection to the server with the statements of the lock prepared on it.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use lock_core::{Error, Result};
@@ -27,6 +28,9 @@ pub(crate) struct Session {
     pub(crate) pid: i32,
     pub(crate) backend_start: std::time::SystemTime,
     pub(crate) statements: Statements,
+    /// Statements of the lock family, prepared the first time each is used on this connection
+    /// (most backends use few of them, and a prepare is a round trip).
+    prepared: std::sync::Mutex<HashMap<&'static str, Statement>>,
 }
 
 /// The session settings every connection gets.
@@ -80,7 +84,32 @@ impl Session {
             pid,
             backend_start,
             statements,
+            prepared: std::sync::Mutex::default(),
         })
+    }
+
+    /// `sql` prepared on this connection: at its first use a round trip, then from the cache.
+    ///
+    /// # Errors
+    ///
+    /// The server's answer to the prepare (a statement naming a function the schema lacks).
+    pub(crate) async fn prepared(
+        &self,
+        sql: &'static str,
+    ) -> std::result::Result<Statement, tokio_postgres::Error> {
+        if let Some(statement) = self.cache().get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql).await?;
+        self.cache().insert(sql, statement.clone());
+        Ok(statement)
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<&'static str, Statement>> {
+        // The map is only read and written whole under the lock: a panic cannot leave it torn.
+        self.prepared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -92,7 +92,8 @@ pub use schedule::{FaultFuture, Schedule, ScheduleReport, run_schedule};
 pub use sentinel::SentinelGroup;
 pub use server::ClientInfo;
 pub use server::{
-    POSTGRES_BIN_DIR_ENV, POSTGRES_USER, PostgresServer, PostgresServerError, find_postgres_bin_dir,
+    POSTGRES_BIN_DIR_ENV, POSTGRES_USER, PostgresReplication, PostgresServer, PostgresServerError,
+    find_postgres_bin_dir,
 };
 pub use server::{RedisServer, ServerError, ServerOptions, Twemproxy};
 pub use slow_node::SlowNode;

@@ -1,12 +1,19 @@
-//! One application, two lock backends: the same code runs under a lock on one Redis node, or
-//! under a RedLock over several independent nodes. Only [`make_locker`] knows which; it is
-//! picked at compile time by the examples' `redlock` feature.
+//! One application, three lock backends: the same code runs under a lock on one Redis node,
+//! under a RedLock over several independent nodes, or under a lock on PostgreSQL. Only
+//! [`make_locker`] knows which; it is picked at compile time by the examples' `redlock` or
+//! `postgres` feature.
 //!
 //! ```text
 //! cargo run -p distlock-examples --bin pick_backend                                # one node
 //! cargo run -p distlock-examples --bin pick_backend --features redlock             # RedLock, 3 nodes
 //! cargo run -p distlock-examples --bin pick_backend --features redlock -- --nodes 5
+//! cargo run -p distlock-examples --bin pick_backend --features postgres            # PostgreSQL
+//! cargo run -p distlock-examples --bin pick_backend --features postgres -- --postgres postgres://app@127.0.0.1/app
 //! ```
+//!
+//! With `postgres` the locks live in PostgreSQL (`--postgres URL`, or a private server started
+//! for the run) and the counter stays on Redis: the lock store is chosen apart from the data
+//! it protects.
 //!
 //! Without `--url` the demo starts its own private `redis-server`s (one, or `--nodes` of them).
 //! With `--url redis://host:port/` it uses running servers instead: one URL for the single node,
@@ -53,6 +60,11 @@ struct Args {
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     increments: u32,
 
+    /// The PostgreSQL database of the locks (only with `--features postgres`): without it a
+    /// private server is started for the run.
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
+
     /// The lock name; the counter is the key `<lock-name>:value` on the first node.
     #[arg(long, default_value = "distlock:demo:pick-backend")]
     lock_name: String,
@@ -75,7 +87,7 @@ struct Setup<B: LockBackend> {
 }
 
 /// One Redis node: [`distlock::connect`] (the default build).
-#[cfg(not(feature = "redlock"))]
+#[cfg(not(any(feature = "redlock", feature = "postgres")))]
 async fn make_locker(args: &Args) -> Result<Setup<impl LockBackend>, ExitCode> {
     if args.url.len() > 1 || args.nodes.is_some_and(|n| n != 1) {
         eprintln!("error: several nodes need a RedLock: add `--features redlock` to cargo run");
@@ -118,6 +130,42 @@ async fn make_locker(args: &Args) -> Result<Setup<impl LockBackend>, ExitCode> {
         locker,
         data_url: urls[0].clone(),
         _servers: Box::new(servers),
+    })
+}
+
+/// A lock on PostgreSQL (`--postgres URL`, or a private server), the schema installed on
+/// connect, with the counter on a Redis node (`--url`, or a private one): built with
+/// `--features postgres`.
+#[cfg(all(feature = "postgres", not(feature = "redlock")))]
+async fn make_locker(args: &Args) -> Result<Setup<impl LockBackend>, ExitCode> {
+    let redis = distlock_examples::DemoRedis::from_arg(args.url.first().cloned())?;
+    let (url, server) = match &args.postgres {
+        Some(url) => (url.clone(), None),
+        None => {
+            let server = lock_testkit::PostgresServer::start().map_err(|error| {
+                eprintln!("error: no --postgres given and no private PostgreSQL started: {error}");
+                eprintln!("(or pass --postgres postgres://user@host/db)");
+                ExitCode::from(distlock_examples::NO_SERVER_EXIT_CODE)
+            })?;
+            println!(
+                "no --postgres given: started a private PostgreSQL; it stops when the demo ends"
+            );
+            (server.url(), Some(server))
+        }
+    };
+    let backend = distlock::PostgresBackend::builder(&url)
+        .map_err(fail)?
+        .install_schema(true)
+        .connect()
+        .await
+        .map_err(fail)?;
+    Ok(Setup {
+        locker: Locker::new(backend),
+        description:
+            "PostgreSQL (PostgresBackend): the locks in the database, the counter on Redis"
+                .to_owned(),
+        data_url: redis.url().to_owned(),
+        _servers: Box::new((redis, server)),
     })
 }
 

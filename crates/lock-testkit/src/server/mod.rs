@@ -36,7 +36,8 @@ pub use client_info::ClientInfo;
 pub use error::ServerError;
 pub use options::ServerOptions;
 pub use postgres::{
-    POSTGRES_BIN_DIR_ENV, POSTGRES_USER, PostgresServer, PostgresServerError, find_postgres_bin_dir,
+    POSTGRES_BIN_DIR_ENV, POSTGRES_USER, PostgresReplication, PostgresServer, PostgresServerError,
+    find_postgres_bin_dir,
 };
 pub use process::RedisServer;
 pub use twemproxy::{TWEMPROXY_BINARY_ENV, Twemproxy, find_twemproxy_binary};

@@ -29,7 +29,8 @@ impl fmt::Display for Signal {
     }
 }
 
-/// Sends `sig` to `pid`, which must be our own unreaped child.
+/// Sends `sig` to `pid`, which must be our own unreaped child, or an unreaped child of one
+/// that is stopped (so it cannot be reaped, and its pid reused, meanwhile).
 #[cfg(unix)]
 pub(super) fn signal(pid: u32, sig: Signal) -> io::Result<()> {
     let pid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
@@ -41,7 +42,8 @@ pub(super) fn signal(pid: u32, sig: Signal) -> io::Result<()> {
     };
     #[allow(unsafe_code)]
     // SAFETY: kill(2) has no memory-safety preconditions; `pid` is a positive pid of our own
-    // child that has not been reaped yet, so it cannot belong to another process.
+    // child that has not been reaped yet (or of its child, while it is stopped and cannot reap
+    // it), so it cannot belong to another process.
     let rc = unsafe { libc::kill(pid, signo) };
     if rc == 0 {
         Ok(())

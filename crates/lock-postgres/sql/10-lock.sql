@@ -1,36 +1,4 @@
--- distlock's PostgreSQL schema, version 1: the reentrant lock.
---
--- `PostgresBackend::install_schema` runs this file (in one transaction, under an advisory lock
--- so that concurrent installers take turns); operators who install schemas themselves run it
--- with psql:
---
---     psql "$DATABASE_URL" -v ON_ERROR_STOP=1 -1 -f schema.sql
---
--- It installs into the schema named `distlock`; to install elsewhere, replace every
--- `distlock.` prefix (the backend's `schema` setting must then name it). Every statement is
--- idempotent: running the file again changes nothing, and a newer version of it upgrades an
--- older one in place.
---
--- Every decision about time is made on the server's clock (`clock_timestamp()`): clients' clocks
--- never meet. Lock names are compared by their SHA-256 digest (`key`), computed by the client:
--- a 4 KiB name does not fit a btree index row, and `text` refuses NUL.
-
-CREATE SCHEMA IF NOT EXISTS distlock;
-
--- The version of this file. A database that has a newer one keeps it: an older client must not
--- replace newer functions with its own.
-CREATE TABLE IF NOT EXISTS distlock.schema_version (
-    version integer NOT NULL
-);
-DO $$
-BEGIN
-    IF (SELECT max(version) FROM distlock.schema_version) > 1 THEN
-        RAISE EXCEPTION 'the distlock schema in this database is newer (version %) than this file (version 1)',
-            (SELECT max(version) FROM distlock.schema_version)
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
-END
-$$;
+-- The reentrant lock (`PostgresBackend` as a `LockBackend`).
 
 -- One row per held lock. A row whose `expires_at` has passed is a free lock (its holder's
 -- lease ran out); acquires take it over, the reads ignore it and `distlock.sweep` deletes it.
@@ -224,6 +192,3 @@ LANGUAGE sql AS $$
     )
     SELECT count(*)::integer FROM gone
 $$;
-
-DELETE FROM distlock.schema_version;
-INSERT INTO distlock.schema_version (version) VALUES (1);
