@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use clap::{FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::contenders::Kind;
-use crate::{w1, w2, w3, w4, w5, w6, w7, w8, w8w, w9, w10};
+use crate::{postgres, w1, w2, w3, w4, w5, w6, w7, w8, w8w, w9, w10};
 
 /// Measures distlock's lock + unlock against raw-protocol floors and rslock.
 #[derive(Debug, Parser)]
@@ -178,6 +178,40 @@ pub enum Command {
         #[command(flatten)]
         w2: w2::Args,
     },
+    /// W1P: W1 (uncontended) on PostgreSQL: distlock against its own SQL on a bare client and
+    /// against advisory locks.
+    UncontendedPostgres {
+        #[command(flatten)]
+        shared: Shared,
+        #[command(flatten)]
+        w1: w1::Args,
+        #[command(flatten)]
+        postgres: postgres::Args,
+    },
+    /// W2P: W2 (distinct-names) on PostgreSQL: distlock against its own SQL on a bare client and
+    /// against advisory locks.
+    DistinctNamesPostgres {
+        #[command(flatten)]
+        shared: Shared,
+        #[command(flatten)]
+        paced: Paced,
+        #[command(flatten)]
+        w2: w2::Args,
+        #[command(flatten)]
+        postgres: postgres::Args,
+    },
+    /// W3P: W3 (handoffs) on PostgreSQL: distlock's LISTEN wake-ups against its own SQL retried
+    /// every 2 ms and against blocking advisory locks.
+    HandoffsPostgres {
+        #[command(flatten)]
+        shared: Shared,
+        #[command(flatten)]
+        slices: Slices,
+        #[command(flatten)]
+        w3: w3::Args,
+        #[command(flatten)]
+        postgres: postgres::Args,
+    },
     /// Several workloads in one run (rows interleaved per round): every row, the ratios, the
     /// targets, one JSON file and one picture. Each workload takes its subcommand's flags.
     Suite(Box<Suite>),
@@ -241,7 +275,7 @@ pub struct Rows {
     pub background_holds: usize,
 }
 
-/// The measured time of the timed workloads (W2, W2C, W2A, W7, W8, W9) and its slices.
+/// The measured time of the timed workloads (W2, W2C, W2A, W2P, W7, W8, W9) and its slices.
 #[derive(Clone, Debug, clap::Args)]
 pub struct Paced {
     /// Measured seconds per row.
@@ -308,6 +342,11 @@ pub struct Suite {
     pub w9: w9::Args,
     #[command(flatten, next_help_heading = "W10: failover")]
     pub w10: w10::Args,
+    #[command(
+        flatten,
+        next_help_heading = "W1P, W2P, W3P: PostgreSQL (their loops take W1's, W2's, W3's flags)"
+    )]
+    pub postgres: postgres::Args,
 }
 
 impl Suite {
@@ -329,6 +368,7 @@ impl Suite {
             w8w: defaults(),
             w9: defaults(),
             w10: defaults(),
+            postgres: defaults(),
         }
     }
 
@@ -471,6 +511,40 @@ impl Command {
                 w2,
                 ..Suite::of(W::W2a, shared)
             },
+            Command::UncontendedPostgres {
+                shared,
+                w1,
+                postgres,
+            } => Suite {
+                w1,
+                postgres,
+                ..Suite::of(W::W1p, shared)
+            },
+            Command::DistinctNamesPostgres {
+                shared,
+                paced,
+                w2,
+                postgres,
+            } => Suite {
+                paced,
+                w2,
+                postgres,
+                ..Suite::of(W::W2p, shared)
+            },
+            Command::HandoffsPostgres {
+                shared,
+                slices,
+                w3,
+                postgres,
+            } => Suite {
+                paced: Paced {
+                    slices,
+                    ..defaults()
+                },
+                w3,
+                postgres,
+                ..Suite::of(W::W3p, shared)
+            },
         };
         Plan::Run(Box::new(suite))
     }
@@ -536,6 +610,17 @@ pub enum Workload {
     /// `failover`: leader election failover, for each lease of `--w10-leases-ms`.
     #[value(alias = "failover")]
     W10,
+    /// `uncontended-postgres`: W1 on PostgreSQL (distlock, its SQL on a bare client, advisory
+    /// locks).
+    #[value(alias = "uncontended-postgres")]
+    W1p,
+    /// `distinct-names-postgres`: W2 on PostgreSQL.
+    #[value(alias = "distinct-names-postgres")]
+    W2p,
+    /// `handoffs-postgres`: W3 on PostgreSQL: LISTEN wake-ups, polling, blocking advisory
+    /// locks.
+    #[value(alias = "handoffs-postgres")]
+    W3p,
 }
 
 impl Workload {
@@ -558,6 +643,9 @@ impl Workload {
             Workload::W2a => "W2A",
             Workload::W9 => "W9",
             Workload::W10 => "W10",
+            Workload::W1p => "W1P",
+            Workload::W2p => "W2P",
+            Workload::W3p => "W3P",
         }
     }
 
@@ -591,6 +679,11 @@ impl Workload {
     pub fn on_one_server(self) -> bool {
         self.single_server() || self == Workload::W10
     }
+
+    /// W1P, W2P and W3P run on PostgreSQL (`--postgres-url` or a throw-away server).
+    pub fn on_postgres(self) -> bool {
+        matches!(self, Workload::W1p | Workload::W2p | Workload::W3p)
+    }
 }
 
 /// Checks the command line's definition (flags defined once, each workload's in the suite too).
@@ -617,6 +710,43 @@ mod tests {
     }
 
     #[test]
+    fn the_postgres_workloads_take_their_loops_flags() {
+        let cli = Cli::parse_from([
+            "lockbench",
+            "suite",
+            "--workloads",
+            "w1p,distinct-names-postgres,handoffs-postgres",
+            "--iterations",
+            "500",
+            "--w3-tasks",
+            "4",
+            "--pg-contenders",
+            "raw-sql,distlock-lock",
+        ]);
+        let Plan::Run(suite) = cli.command.plan() else {
+            panic!("the suite runs")
+        };
+        assert_eq!(
+            suite.workloads,
+            [Workload::W1p, Workload::W2p, Workload::W3p]
+        );
+        assert!(
+            suite
+                .workloads
+                .iter()
+                .all(|workload| workload.on_postgres())
+        );
+        assert_eq!((suite.w1.iterations, suite.w3.w3_tasks), (500, 4));
+        assert_eq!(suite.postgres.pg_connections, 4);
+        let cli = Cli::parse_from(["lockbench", "handoffs-postgres", "--w3p-retry-ms", "5"]);
+        let Plan::Run(suite) = cli.command.plan() else {
+            panic!("handoffs-postgres runs")
+        };
+        assert_eq!(suite.workloads, [Workload::W3p]);
+        assert_eq!(suite.postgres.w3p_retry_ms, 5);
+    }
+
+    #[test]
     fn the_suite_takes_every_workloads_flags_and_names() {
         let cli = Cli::parse_from([
             "lockbench",
@@ -633,6 +763,12 @@ mod tests {
         };
         let expected = [Workload::W1, Workload::W4, Workload::W10];
         assert_eq!(suite.workloads, expected);
+        assert!(
+            !suite
+                .workloads
+                .iter()
+                .any(|workload| workload.on_postgres())
+        );
         assert_eq!(
             (suite.w1.pairs.warmup, suite.w4.nodes.clone()),
             (7, vec![2])

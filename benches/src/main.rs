@@ -56,6 +56,15 @@
 //! leader resigns; latency = resign -> the waiting candidate leads), with the latency ÷ the lease.
 //! See `w10.rs`.
 //!
+//! W1P, W2P and W3P (`uncontended-postgres`, `distinct-names-postgres`, `handoffs-postgres`)
+//! are W1, W2 and W3 on PostgreSQL (a throw-away server, or `--postgres-url`), the schema
+//! installed first: rows `distlock-lock` / `distlock-try_lock` (`Locker<PostgresBackend>`,
+//! `--pg-connections` connections), `raw-sql` (the backend's own statements on a bare
+//! tokio-postgres client of as many connections: the ceiling) and `advisory` (session advisory
+//! locks: the floor); in W3P `raw-sql` retries every `--w3p-retry-ms` while distlock waits for
+//! `LISTEN` wake-ups and `advisory` tasks block in `pg_advisory_lock`, and `select1` is the
+//! round trip. Statements per op come from `pg_stat_statements`. See `postgres.rs`.
+//!
 //! ```text
 //! cargo run --release -p distlock-bench --bin lockbench -- suite --workloads w1,w2 --json out.json
 //! cargo run --release -p distlock-bench --bin lockbench -- plot --from out.json --to out.svg
@@ -67,6 +76,7 @@
 //! cargo run --release -p distlock-bench --bin lockbench -- suite --workloads w1c,w2c,w5c,w1a,w2a
 //! cargo run --release -p distlock-bench --bin lockbench -- fair-handoffs --rounds 2
 //! cargo run --release -p distlock-bench --bin lockbench -- failover --w10-leases-ms 1000,3000,10000
+//! cargo run --release -p distlock-bench --bin lockbench -- suite --workloads w1p,w2p,w3p --rounds 3
 //! cargo run --release -p distlock-bench --bin lockbench -- handoffs --help
 //! ```
 
@@ -76,6 +86,7 @@ mod cluster;
 mod contenders;
 mod measurement;
 mod plot;
+mod postgres;
 mod probe;
 mod server_limit;
 mod targets;
@@ -213,6 +224,12 @@ fn main() -> Result<(), BenchError> {
     } else {
         None
     };
+    // Started before the runtime too: the throw-away server blocks until it answers.
+    let database = if args.workloads.iter().any(|workload| workload.on_postgres()) {
+        Some(postgres::Database::start(&args.postgres)?)
+    } else {
+        None
+    };
     let topologies = Topologies {
         cluster_urls: cluster.as_ref().map(RedisCluster::urls).unwrap_or_default(),
         cluster_version: cluster
@@ -233,14 +250,28 @@ fn main() -> Result<(), BenchError> {
             .enable_all()
             .build()?
     };
+    let postgres = match &database {
+        Some(database) => Some(runtime.block_on(postgres::prepare(
+            database,
+            &args.postgres,
+            args.shared.threads,
+        ))?),
+        None => None,
+    };
     let rows = runtime.block_on(run_all(
         &args,
         url.as_deref(),
         &node_urls,
         &counts,
         &topologies,
+        postgres.as_ref(),
     ))?;
+    let postgres_server = postgres
+        .as_ref()
+        .map(|ready| (ready.url.clone(), ready.version().to_owned()));
+    drop(postgres);
     drop(runtime);
+    drop(database);
     drop(nodes);
     drop(cluster);
     drop(pair);
@@ -271,6 +302,15 @@ fn main() -> Result<(), BenchError> {
         let contended = w3::ratios(&medians);
         println!(
             "--- W3 ratios (p50 wait ÷ ping p50: target distlock ≤ 2.00; handoffs/s: higher = distlock faster), loadavg {} ---",
+            loadavg()
+        );
+        measurement::print_ratios(&contended);
+        ratios.extend(contended);
+    }
+    if args.workloads.contains(&Workload::W3p) {
+        let contended = postgres::w3_ratios(&medians);
+        println!(
+            "--- W3P ratios (p50 wait ÷ select1 p50; distlock-lock ÷ raw-sql and ÷ advisory: handoffs/s higher = distlock faster, p50 wait lower = distlock faster), loadavg {} ---",
             loadavg()
         );
         measurement::print_ratios(&contended);
@@ -359,6 +399,7 @@ fn main() -> Result<(), BenchError> {
             node_version: &node_version,
             counts: &counts,
             topologies: &topologies,
+            postgres: postgres_server.as_ref(),
         };
         let json = to_json(&args, &servers, &rows, &medians, &ratios, &goals, &limits);
         std::fs::write(path, json)?;
@@ -397,13 +438,14 @@ struct Topologies {
 }
 
 /// Every selected workload × contender, each contender on a fresh connection. W1–W3 and W5–W8W
-/// run on `url`, W4 on `node_urls`, the others on `topologies`.
+/// run on `url`, W4 on `node_urls`, W1P–W3P on `postgres`, the others on `topologies`.
 async fn run_all(
     args: &Suite,
     url: Option<&str>,
     node_urls: &[String],
     counts: &[usize],
     topologies: &Topologies,
+    postgres: Option<&postgres::Ready>,
 ) -> Result<Vec<Measurement>, BenchError> {
     // Unique per run, so keys never meet leftovers on an existing server.
     let prefix = format!(
@@ -434,15 +476,31 @@ async fn run_all(
         for &workload in &args.workloads {
             let prefix = format!("{prefix}:r{round}");
             let measured = match (workload, &probe) {
+                (Workload::W1p | Workload::W2p, _) => {
+                    let postgres = postgres.ok_or("W1P/W2P: no PostgreSQL database")?;
+                    let entrants = postgres::entrants(&args.postgres, &postgres.url).await?;
+                    let probes = std::slice::from_ref(&postgres.probe);
+                    run_rows(args, workload, &entrants, probes, &prefix).await?
+                }
+                (Workload::W3p, _) => {
+                    let postgres = postgres.ok_or("W3P: no PostgreSQL database")?;
+                    let config = w3_config(args);
+                    if round == 1 {
+                        println!(
+                            "lockbench W3P: {} tasks on one name over {} client(s) per row (advisory: a connection per task), {} s per row in {} slices, critical section {} us busy, raw-sql retry every {} ms; op = handoff, latency = release -> next acquire",
+                            config.tasks,
+                            config.clients,
+                            args.w3.w3_duration,
+                            config.slices,
+                            args.w3.w3_hold_us,
+                            args.postgres.w3p_retry_ms
+                        );
+                    }
+                    let rows = postgres::w3_rows(&args.postgres, &postgres.url, &config).await?;
+                    w3::run("W3P", rows, &postgres.probe, &prefix, config).await?
+                }
                 (Workload::W3, Some((url, probe))) => {
-                    let config = w3::Config {
-                        tasks: args.w3.w3_tasks.max(1),
-                        clients: args.w3.w3_clients.max(1),
-                        duration: Duration::from_secs_f64(args.w3.w3_duration),
-                        slices: args.paced.slices.slices.max(1),
-                        hold: Duration::from_micros(args.w3.w3_hold_us),
-                        rslock_retry: Duration::from_millis(args.w3.w3_rslock_retry_ms),
-                    };
+                    let config = w3_config(args);
                     if round == 1 {
                         println!(
                             "lockbench W3: {} tasks on one key over {} client(s) per row, {} s per row in {} slices, critical section {} us busy, rslock-tuned retry delay 0..{} ms; op = handoff, latency = release -> next acquire",
@@ -455,7 +513,7 @@ async fn run_all(
                         );
                     }
                     let rows = w3::connect(url, &config).await?;
-                    w3::run(rows, probe, &prefix, config).await?
+                    w3::run("W3", rows, probe, &prefix, config).await?
                 }
                 (Workload::W5, Some((url, probe))) => {
                     let config = w5_config(args, workload, round);
@@ -598,6 +656,18 @@ async fn run_all(
     Ok(rows)
 }
 
+/// W3's settings (also W3P's).
+fn w3_config(args: &Suite) -> w3::Config {
+    w3::Config {
+        tasks: args.w3.w3_tasks.max(1),
+        clients: args.w3.w3_clients.max(1),
+        duration: Duration::from_secs_f64(args.w3.w3_duration),
+        slices: args.paced.slices.slices.max(1),
+        hold: Duration::from_micros(args.w3.w3_hold_us),
+        rslock_retry: Duration::from_millis(args.w3.w3_rslock_retry_ms),
+    }
+}
+
 /// W10's settings (leases checked as any lease is); printed in the first round.
 fn w10_config(args: &Suite, round: usize) -> Result<w10::Config, BenchError> {
     let mut leases = Vec::with_capacity(args.w10.w10_leases_ms.len());
@@ -646,8 +716,8 @@ fn w5_config(args: &Suite, workload: Workload, round: usize) -> w5::Config {
     config
 }
 
-/// W1's loop (W1, W1C, W1A) or W2's (W2, W2C, W2A) over `entrants`, the counters summed over
-/// `probes`.
+/// W1's loop (W1, W1C, W1A, W1P) or W2's (W2, W2C, W2A, W2P) over `entrants`, the counters
+/// summed over `probes`.
 async fn run_rows(
     args: &Suite,
     workload: Workload,
@@ -657,7 +727,7 @@ async fn run_rows(
 ) -> Result<Vec<Measurement>, BenchError> {
     let label = workload.label();
     match workload {
-        Workload::W1 | Workload::W1c | Workload::W1a => {
+        Workload::W1 | Workload::W1c | Workload::W1a | Workload::W1p => {
             let (warmup, iterations) = (args.w1.pairs.warmup, args.w1.iterations);
             w1::run(
                 label,
@@ -670,7 +740,7 @@ async fn run_rows(
             )
             .await
         }
-        Workload::W2 | Workload::W2c | Workload::W2a => {
+        Workload::W2 | Workload::W2c | Workload::W2a | Workload::W2p => {
             let slices = args.paced.slices.slices.max(1);
             let each = match args.w2.per_task {
                 Some(count) => w2::Stop::Count(count.div_ceil(u64::from(slices))),
@@ -695,6 +765,7 @@ async fn run_rows(
             .await
         }
         Workload::W3
+        | Workload::W3p
         | Workload::W4
         | Workload::W5
         | Workload::W5c
@@ -769,6 +840,8 @@ struct Servers<'a> {
     counts: &'a [usize],
     /// The cluster's and the replicated pair's servers, if their workloads ran.
     topologies: &'a Topologies,
+    /// W1P–W3P's database and its server's version, if they ran.
+    postgres: Option<&'a (String, String)>,
 }
 
 fn to_json(
@@ -804,8 +877,12 @@ fn to_json(
         Some((primary, replica)) => (quoted(Some(primary)), quoted(Some(replica))),
         None => (quoted(None), quoted(None)),
     };
+    let (postgres_url, postgres_server) = match servers.postgres {
+        Some((url, version)) => (quoted(Some(url)), quoted(Some(version))),
+        None => (quoted(None), quoted(None)),
+    };
     format!(
-        "{{\n  \"url\": {url},\n  \"server\": {version},\n  \"w4_urls\": [{}],\n  \"w4_server\": \"{}\",\n  \"w4_node_counts\": [{}],\n  \"cluster_urls\": [{}],\n  \"cluster_server\": {cluster_version},\n  \"pair_primary\": {pair_primary},\n  \"pair_replica\": {pair_replica},\n  \"threads\": {},\n  \"rounds\": {},\n  \"smoke\": {},\n  \"loadavg_end\": \"{}\",\n  \"results\": {},\n  \"medians\": {},\n  \"ratios\": {},\n  \"targets\": {},\n  \"server_limit\": {}\n}}\n",
+        "{{\n  \"url\": {url},\n  \"server\": {version},\n  \"w4_urls\": [{}],\n  \"w4_server\": \"{}\",\n  \"w4_node_counts\": [{}],\n  \"cluster_urls\": [{}],\n  \"cluster_server\": {cluster_version},\n  \"pair_primary\": {pair_primary},\n  \"pair_replica\": {pair_replica},\n  \"postgres_url\": {postgres_url},\n  \"postgres_server\": {postgres_server},\n  \"threads\": {},\n  \"rounds\": {},\n  \"smoke\": {},\n  \"loadavg_end\": \"{}\",\n  \"results\": {},\n  \"medians\": {},\n  \"ratios\": {},\n  \"targets\": {},\n  \"server_limit\": {}\n}}\n",
         node_urls.join(", "),
         servers.node_version,
         counts.join(", "),

@@ -71,7 +71,7 @@ impl Tally {
 #[derive(Debug)]
 pub struct Measurement {
     /// `W1` … `W8`, `W8W`; `W1C`, `W2C`, `W5C` (a cluster); `W1A`, `W2A` (a primary and its
-    /// replica).
+    /// replica); `W1P`, `W2P`, `W3P` (PostgreSQL).
     pub workload: &'static str,
     /// The contender's row name, e.g. `distlock-fixed` or `redlock-3`.
     pub contender: &'static str,
@@ -311,12 +311,13 @@ pub fn medians(rows: &[Measurement]) -> Vec<&Measurement> {
     out
 }
 
-/// W1 and W2 (and W1C, W2C on a cluster): every distlock row divided by every baseline row of the
-/// same workload. (The other workloads pick their own ratios.)
+/// W1 and W2 (and W1C, W2C on a cluster, W1P, W2P on PostgreSQL): every distlock row divided by
+/// every baseline row of the same workload. (The other workloads pick their own ratios.)
 pub fn ratios(rows: &[&Measurement]) -> Vec<Ratio> {
     let mut out = Vec::new();
     for row in rows.iter().filter(|row| {
-        matches!(row.workload, "W1" | "W2" | "W1C" | "W2C") && row.contender.starts_with("distlock")
+        matches!(row.workload, "W1" | "W2" | "W1C" | "W2C" | "W1P" | "W2P")
+            && row.contender.starts_with("distlock")
     }) {
         for base in rows
             .iter()

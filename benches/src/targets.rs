@@ -112,11 +112,29 @@ pub fn targets(rows: &[&Measurement]) -> Vec<Target> {
             Bound::AtLeast(0.90),
         );
     }
+    // PostgreSQL: the library's cost over its own statements on a bare client.
+    for workload in ["W1P", "W2P"] {
+        for lock in ["distlock-lock", "distlock-try_lock"] {
+            throughput(workload, lock, "raw-sql", Bound::AtLeast(0.90));
+        }
+    }
     throughput("W4", "redlock-5", "rslock-5", Bound::AtLeast(1.1));
     throughput("W4", "redlock-3", "rslock-3", Bound::AtLeast(1.1));
     throughput("W4", "redlock-fast-5", "rslock-5", Bound::AtLeast(1.1));
     throughput("W4", "redlock-fast-3", "rslock-3", Bound::AtLeast(1.1));
 
+    // One statement (one round trip) per step: a lock + unlock is two, as on a bare client.
+    // Only when the statements were counted (`pg_stat_statements`).
+    for workload in ["W1P", "W2P"] {
+        if let Some(lock) = row(rows, workload, "distlock-lock").filter(|r| r.cost.requests > 0.0) {
+            out.push(Target {
+                workload,
+                what: "distlock-lock statements per op".into(),
+                value: lock.cost.requests,
+                bound: Bound::AtMost(2.0),
+            });
+        }
+    }
     // Server commands per handoff (scripts' inner calls included), distlock ÷ rslock tuned:
     // handing over must not cost the server more than retrying does.
     if let (Some(lock), Some(peer)) = (row(rows, "W3", "distlock"), row(rows, "W3", "rslock-tuned"))

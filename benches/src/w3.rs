@@ -28,6 +28,12 @@
 //! the target "distlock's p50 wait ≤ 2 × PING RTT" reads off the ratio table as
 //! `distlock p50 ÷ ping ≤ 2.00`.
 //!
+//! W3P runs the same loop on PostgreSQL (see `postgres.rs`): rows `distlock-lock`
+//! (`Locker<PostgresBackend>::lock`, woken by `LISTEN`), `raw-sql` (the backend's SQL on a bare
+//! client, retrying every `--w3p-retry-ms`), `advisory` (each task blocking in
+//! `pg_advisory_lock` on a connection of its own) and `select1` in place of `ping` (a prepared
+//! `SELECT 1` on the probe's connection).
+//!
 //! The tasks of a row share `--w3-clients` clients (1 by default: one `Locker` or one
 //! `LockManager`, as the tasks of one service would), task `i` using client `i % clients`.
 //! Each row's measured phase is cut into `--slices` slices that take turns between the rows. A
@@ -39,15 +45,17 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use lock_core::{LockGuard, Locker, ReleaseOutcome};
+use lock_postgres::PostgresBackend;
 use lock_redis::RedisBackend;
 
 use crate::contenders::BenchError;
+use crate::contenders::postgres::{Advisory, AdvisoryHold, RawHold, RawSql};
 #[cfg(feature = "rslock")]
 use crate::contenders::rslock::Rslock;
 use crate::measurement::{Measurement, Metric, Ratio, Tally, new_histogram, record};
 use crate::probe::Probe;
 
-/// The workload's label in rows and ratios.
+/// The workload's label in rows and ratios (W3P's rows are labelled by `postgres.rs`).
 const WORKLOAD: &str = "W3";
 
 /// `PING`s sampled before every slice for the `ping` row.
@@ -101,17 +109,28 @@ pub struct Config {
 
 /// One client of a row.
 #[derive(Clone)]
-enum Client {
+pub enum Client {
+    /// `Locker<RedisBackend>::lock`.
     Distlock(Locker<RedisBackend>),
+    /// rslock's `LockManager`, with its retries.
     #[cfg(feature = "rslock")]
     Rslock(Rslock),
+    /// W3P: `Locker<PostgresBackend>::lock`.
+    PgDistlock(Locker<PostgresBackend>),
+    /// W3P: the backend's SQL on a bare client, tried again every `retry` while held.
+    PgRawSql { client: RawSql, retry: Duration },
+    /// W3P: `pg_advisory_lock`, waiting in the server.
+    PgAdvisory(Advisory),
 }
 
-/// A held lock of either kind.
+/// A held lock of any kind.
 enum Held {
     Distlock(LockGuard<RedisBackend>),
     #[cfg(feature = "rslock")]
     Rslock(rslock::Lock),
+    PgDistlock(LockGuard<PostgresBackend>),
+    PgRawSql(RawHold),
+    PgAdvisory(AdvisoryHold),
 }
 
 impl Client {
@@ -120,22 +139,34 @@ impl Client {
             Client::Distlock(locker) => Ok(Held::Distlock(locker.lock(key).await?)),
             #[cfg(feature = "rslock")]
             Client::Rslock(client) => Ok(Held::Rslock(client.acquire(key).await?)),
+            Client::PgDistlock(locker) => Ok(Held::PgDistlock(locker.lock(key).await?)),
+            Client::PgRawSql { client, retry } => {
+                Ok(Held::PgRawSql(client.acquire_polling(key, *retry).await?))
+            }
+            Client::PgAdvisory(client) => Ok(Held::PgAdvisory(client.acquire(key).await?)),
         }
     }
 
     async fn release(&self, held: Held) -> Result<(), BenchError> {
-        match (self, held) {
-            (Client::Distlock(_), Held::Distlock(guard)) => match guard.release().await? {
-                ReleaseOutcome::Released => Ok(()),
-                other => Err(format!("W3 distlock: release answered {other:?}").into()),
-            },
+        let outcome = match (self, held) {
+            (Client::Distlock(_), Held::Distlock(guard)) => guard.release().await?,
+            (Client::PgDistlock(_), Held::PgDistlock(guard)) => guard.release().await?,
             #[cfg(feature = "rslock")]
             (Client::Rslock(client), Held::Rslock(lock)) => {
                 client.unlock(&lock).await;
-                Ok(())
+                return Ok(());
             }
-            #[cfg(feature = "rslock")]
-            _ => Err("W3: a lock released by the wrong kind of client".into()),
+            (Client::PgRawSql { client, .. }, Held::PgRawSql(hold)) => {
+                return client.release(hold).await;
+            }
+            (Client::PgAdvisory(client), Held::PgAdvisory(hold)) => {
+                return client.release(hold).await;
+            }
+            _ => return Err("W3: a lock released by the wrong kind of client".into()),
+        };
+        match outcome {
+            ReleaseOutcome::Released => Ok(()),
+            other => Err(format!("W3 distlock: release answered {other:?}").into()),
         }
     }
 }
@@ -144,6 +175,13 @@ impl Client {
 pub struct Row {
     name: &'static str,
     clients: Vec<Client>,
+}
+
+impl Row {
+    /// The row `name`, its tasks spread over `clients` (task `i` on client `i % len`).
+    pub fn new(name: &'static str, clients: Vec<Client>) -> Self {
+        Row { name, clients }
+    }
 }
 
 /// Connects the rows `distlock`, `rslock` and `rslock-tuned` to `url`, each with
@@ -224,8 +262,10 @@ struct RowTally {
     release: Histogram<u64>,
 }
 
-/// Runs every row's slices, interleaved, and returns one measurement per row plus the `ping` row.
+/// Runs every row's slices, interleaved, and returns one measurement per row plus the `ping` row
+/// ([`Probe::ping_name`]), all labelled `workload`.
 pub async fn run(
+    workload: &'static str,
     rows: Vec<Row>,
     probe: &Probe,
     prefix: &str,
@@ -247,9 +287,14 @@ pub async fn run(
         })
         .collect();
     let mut ping = Tally::new();
-    // Unmeasured: connects every client (rslock connects on first use) and loads the scripts.
+    // Unmeasured: connects every client (rslock connects on first use, a backend's pool slot on
+    // first use) and loads the scripts.
     for row in &rows {
-        let key = format!("{prefix}:w3:{}:warm", row.name);
+        let key = format!(
+            "{prefix}:{}:{}:warm",
+            workload.to_ascii_lowercase(),
+            row.name
+        );
         for client in &row.clients {
             let held = client.acquire(&key).await?;
             client.release(held).await?;
@@ -266,7 +311,7 @@ pub async fn run(
                 ping.ops += 1;
             }
             ping.elapsed += pinging.elapsed();
-            let key = format!("{prefix}:w3:{}", row.name);
+            let key = format!("{prefix}:{}:{}", workload.to_ascii_lowercase(), row.name);
             let before = probe.snapshot().await?;
             let (tasks, drain) = slice(row, &key, &config, each).await?;
             row_tally
@@ -295,11 +340,11 @@ pub async fn run(
         let fair_max = tallied.per_task.iter().copied().max().unwrap_or(0);
         if tallied.overlaps > 0 {
             eprintln!(
-                "W3 {}: {} acquisitions while another task held the key: mutual exclusion broken",
+                "{workload} {}: {} acquisitions while another task held the key: mutual exclusion broken",
                 row.name, tallied.overlaps
             );
         }
-        let mut measurement = tallied.tally.into_row(WORKLOAD, row.name, config.tasks, 1);
+        let mut measurement = tallied.tally.into_row(workload, row.name, config.tasks, 1);
         measurement.extra = vec![
             ("acq_per_s", acquisitions as f64 / elapsed),
             ("acquisitions", acquisitions as f64),
@@ -325,7 +370,7 @@ pub async fn run(
         ];
         out.push(measurement);
     }
-    let mut ping = ping.into_row(WORKLOAD, "ping", 1, 1);
+    let mut ping = ping.into_row(workload, probe.ping_name(), 1, 1);
     ping.extra = vec![("samples", ping.ops as f64)];
     out.push(ping);
     Ok(out)

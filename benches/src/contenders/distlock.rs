@@ -1,5 +1,5 @@
 //! distlock itself: `Locker<RedisBackend>` with the default backend settings, or (W4) a
-//! `Locker` over a MultiLock / RedLock composite.
+//! `Locker` over a MultiLock / RedLock composite, or (W1P, W2P) over `PostgresBackend`.
 
 use lock_core::{LockBackend, LockGuard, LockOptions, Locker, ReleaseOutcome};
 use lock_redis::RedisBackend;

@@ -1,6 +1,7 @@
 //! The lock clients under test. Each does one lock + unlock pair on a key nobody else uses.
 
 pub mod distlock;
+pub mod postgres;
 mod raw;
 #[cfg(feature = "rslock")]
 pub mod rslock;
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use clap::ValueEnum;
 use lock_core::LockGuard;
+use lock_postgres::PostgresBackend;
 use lock_redis::{LockKind, RedisBackend, ReplicaAck};
 use redis::cluster_async::ClusterConnection;
 
@@ -140,6 +142,12 @@ pub enum Contender {
     /// [`Kind::RawScript`] on a cluster: redis-rs's cluster connection, the scripts routed by
     /// their first key.
     ClusterScript(raw::ScriptLock<ClusterConnection>),
+    /// See [`postgres::PgKind::DistlockLock`], [`postgres::PgKind::DistlockTryLock`].
+    PgDistlock(distlock::Distlock<PostgresBackend>),
+    /// See [`postgres::PgKind::RawSql`].
+    PgRawSql(postgres::RawSql),
+    /// See [`postgres::PgKind::Advisory`].
+    PgAdvisory(postgres::Advisory),
 }
 
 impl Contender {
@@ -236,6 +244,36 @@ impl Contender {
         )))
     }
 
+    /// Connects a PostgreSQL row of `kind` to the database at `url`, with `connections`
+    /// connections: the backend's (`connections(n)`, plus its `LISTEN` connection), or the bare
+    /// client's pool.
+    pub async fn connect_postgres(
+        kind: postgres::PgKind,
+        url: &str,
+        connections: usize,
+    ) -> Result<Contender, BenchError> {
+        let config: tokio_postgres::Config = url.parse()?;
+        Ok(match kind {
+            postgres::PgKind::RawSql => {
+                Contender::PgRawSql(postgres::RawSql::connect(&config, connections).await?)
+            }
+            postgres::PgKind::Advisory => {
+                Contender::PgAdvisory(postgres::Advisory::connect(&config, connections).await?)
+            }
+            postgres::PgKind::DistlockTryLock | postgres::PgKind::DistlockLock => {
+                let mode = match kind {
+                    postgres::PgKind::DistlockTryLock => distlock::Mode::TryLock,
+                    _ => distlock::Mode::Lock,
+                };
+                let backend = PostgresBackend::builder(url)?
+                    .connections(connections)
+                    .connect()
+                    .await?;
+                Contender::PgDistlock(distlock::Distlock::new(backend, mode))
+            }
+        })
+    }
+
     /// Locks `key`, checks the lock was granted, then unlocks it and checks it was freed.
     pub async fn lock_unlock(&self, key: &str) -> Result<(), BenchError> {
         match self {
@@ -248,6 +286,9 @@ impl Contender {
             Contender::Rslock(client) => client.lock_unlock(key).await,
             Contender::ClusterPing2(client) => client.lock_unlock(key).await,
             Contender::ClusterScript(client) => client.lock_unlock(key).await,
+            Contender::PgDistlock(client) => client.lock_unlock(key).await,
+            Contender::PgRawSql(client) => client.lock_unlock(key).await,
+            Contender::PgAdvisory(client) => client.lock_unlock(key).await,
         }
     }
 

@@ -131,3 +131,39 @@ async fn redlock_over_three() {
     let looping = clients.pop().unwrap();
     run("redlock", looping, other).await;
 }
+
+/// A PostgreSQL server with the distlock schema, and two backends on it.
+async fn postgres_pair() -> (
+    lock_testkit::PostgresServer,
+    lock_postgres::PostgresBackend,
+    lock_postgres::PostgresBackend,
+) {
+    let server = lock_testkit::PostgresServer::start().expect("PostgreSQL");
+    let connect = || async {
+        lock_postgres::PostgresBackend::builder(&server.url())
+            .expect("url")
+            .install_schema(true)
+            .connect()
+            .await
+            .expect("connect")
+    };
+    let (looping, other) = (connect().await, connect().await);
+    (server, looping, other)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    let (_server, looping, other) = postgres_pair().await;
+    run("postgres", Locker::new(looping), Locker::new(other)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_fair() {
+    let (_server, looping, other) = postgres_pair().await;
+    run(
+        "postgres fair",
+        Locker::new(looping.fair_side()),
+        Locker::new(other.fair_side()),
+    )
+    .await;
+}

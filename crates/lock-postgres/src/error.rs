@@ -20,6 +20,15 @@ pub(crate) fn is_definite(error: &tokio_postgres::Error) -> bool {
     error.as_db_error().is_some()
 }
 
+/// Whether `error` says the connection reached a server that cannot take writes (a standby, or
+/// a primary demoted after a failover): its connection is replaced, so the next step connects
+/// again and, with several hosts and `target_session_attrs=read-write`, finds the new primary.
+pub(crate) fn is_read_only(error: &tokio_postgres::Error) -> bool {
+    error
+        .as_db_error()
+        .is_some_and(|db| *db.code() == SqlState::READ_ONLY_SQL_TRANSACTION)
+}
+
 /// The distlock error for a failed statement.
 pub(crate) fn classify(error: tokio_postgres::Error) -> Error {
     let Some(db) = error.as_db_error() else {

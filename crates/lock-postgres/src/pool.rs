@@ -21,7 +21,7 @@ use tokio::sync::Mutex;
 use tokio::time::{Instant, timeout_at};
 use tokio_postgres::Config;
 
-use crate::error::{classify, is_definite};
+use crate::error::{classify, is_definite, is_read_only};
 use crate::key::LockKey;
 use crate::session::{Session, SessionSettings};
 
@@ -31,6 +31,37 @@ use crate::session::{Session, SessionSettings};
 struct Retired {
     pid: i32,
     backend_start: SystemTime,
+}
+
+/// One slot: its live connection for the common case, behind a plain lock held for a clone of
+/// an `Arc`, and the state that connecting and fencing change, behind an async lock held across
+/// those round trips.
+#[derive(Default)]
+struct Slot {
+    /// The connection steps use; `None` while the slot is connecting or fencing.
+    live: std::sync::Mutex<Option<Arc<Session>>>,
+    state: Mutex<SlotState>,
+}
+
+impl Slot {
+    /// The live connection, if it is still open.
+    fn live(&self) -> Option<Arc<Session>> {
+        // Only a clone or a replacement happens under the lock: a panic cannot leave it torn.
+        let live = self
+            .live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        live.as_ref()
+            .filter(|session| !session.client.is_closed())
+            .cloned()
+    }
+
+    fn set_live(&self, session: Option<Arc<Session>>) {
+        *self
+            .live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = session;
+    }
 }
 
 #[derive(Default)]
@@ -43,7 +74,7 @@ struct SlotState {
 pub(crate) struct Pool {
     config: Config,
     settings: SessionSettings,
-    slots: Vec<Mutex<SlotState>>,
+    slots: Vec<Slot>,
     call_timeout: Duration,
 }
 
@@ -58,7 +89,7 @@ impl Pool {
         Pool {
             config,
             settings,
-            slots: (0..size.max(1)).map(|_| Mutex::default()).collect(),
+            slots: (0..size.max(1)).map(|_| Slot::default()).collect(),
             call_timeout,
         }
     }
@@ -92,9 +123,10 @@ impl Pool {
         match timeout_at(deadline, step(Arc::clone(&session))).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => {
-                // A definite error on a connection that closed (the server ended it) needs no
-                // fence but a new connection all the same.
-                if !is_definite(&error) || session.client.is_closed() {
+                // A definite error on a connection that closed (the server ended it), or on a
+                // server that cannot take writes, needs no fence but a new connection all the
+                // same.
+                if !is_definite(&error) || session.client.is_closed() || is_read_only(&error) {
                     self.retire(slot, &session).await;
                 }
                 Err(classify(error))
@@ -113,7 +145,11 @@ impl Pool {
         let timed_out = || Error::Timeout {
             after: self.call_timeout,
         };
-        let mut state = timeout_at(deadline, self.slots[slot].lock())
+        // The common case: the slot's connection is up.
+        if let Some(session) = self.slots[slot].live() {
+            return Ok(session);
+        }
+        let mut state = timeout_at(deadline, self.slots[slot].state.lock())
             .await
             .map_err(|_| timed_out())?;
         if let Some(session) = &state.session {
@@ -138,19 +174,21 @@ impl Pool {
         }
         let session = Arc::new(session);
         state.session = Some(Arc::clone(&session));
+        self.slots[slot].set_live(Some(Arc::clone(&session)));
         Ok(session)
     }
 
     /// Takes `session` out of `slot` (if it is still there) and leaves its fence to the slot's
     /// next connection.
     async fn retire(&self, slot: usize, session: &Arc<Session>) {
-        let mut state = self.slots[slot].lock().await;
+        let mut state = self.slots[slot].state.lock().await;
         if state
             .session
             .as_ref()
             .is_some_and(|current| Arc::ptr_eq(current, session))
         {
             state.session = None;
+            self.slots[slot].set_live(None);
             state.retired = Some(Retired {
                 pid: session.pid,
                 backend_start: session.backend_start,

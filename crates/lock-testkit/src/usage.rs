@@ -142,7 +142,8 @@ pub struct UsageReport {
     pub readers_not_acquired: usize,
     /// Calls that failed with another error (a fault the retries did not ride through).
     pub errors: usize,
-    /// The first errors, each with the action and its time in the run.
+    /// The first errors, each with the action and its time in the run, and the first waits of
+    /// a lock or a writer that ended without it, each with how long it waited.
     pub error_samples: Vec<String>,
     /// The longest time the lock was free while someone waited for it.
     pub longest_free_while_waited: Duration,
@@ -172,8 +173,8 @@ impl UsageReport {
         }
         if self.not_acquired > 0 {
             problems.push(format!(
-                "{} waits ended without the lock",
-                self.not_acquired
+                "{} waits ended without the lock; the first errors and waits: {:?}",
+                self.not_acquired, self.error_samples
             ));
         }
         if self.longest_free_while_waited > self.free_bound {
@@ -329,13 +330,27 @@ impl Shared {
             .push(format!("seed {}: {what}", self.plan.seed));
     }
 
-    /// Counts a wait that ended without the lock, by its claim.
-    fn not_acquired(&self, claim: Claim) {
+    /// Counts a wait that ended without the lock, by its claim; a writer's or a lock's, with
+    /// how long it waited, among the samples (what a failure shows).
+    fn not_acquired(&self, claim: Claim, asked: Instant) {
         let count = match claim {
             Claim::Exclusive => &self.not_acquired,
             Claim::Shared(_) => &self.readers_not_acquired,
         };
         count.fetch_add(1, Ordering::Relaxed);
+        if claim == Claim::Exclusive {
+            let mut samples = self
+                .error_samples
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if samples.len() < 10 {
+                samples.push(format!(
+                    "not acquired after waiting {:?}, asked at {:?}",
+                    asked.elapsed(),
+                    asked.duration_since(self.started)
+                ));
+            }
+        }
     }
 
     fn done(&self, faults_started: Option<&AtomicUsize>) -> bool {
@@ -435,7 +450,7 @@ impl<'a, B: LockBackend> Task<'a, B> {
         match result {
             Ok(guard) => Some((guard, now - asked)),
             Err(Error::NotAcquired { .. }) => {
-                self.shared.not_acquired(self.claim);
+                self.shared.not_acquired(self.claim, asked);
                 None
             }
             // The answer a lock that is not reentrant gives its holder, before any I/O.
@@ -569,7 +584,7 @@ impl<'a, B: LockBackend> Task<'a, B> {
                             .lock()
                             .unwrap_or_else(PoisonError::into_inner)
                             .push((asked, Instant::now()));
-                        shared.not_acquired(claim);
+                        shared.not_acquired(claim, asked);
                     }
                     Err(error) => shared.error(action, &error),
                 }

@@ -525,7 +525,7 @@ impl PostgresServer {
         wait_for_stopped_state(pid, true);
         for child in children_of(pid) {
             // A child that exited meanwhile is a zombie: the signal does nothing.
-            let _ = kill_child_of_stopped(child);
+            let _ = signal(child, Signal::Kill);
         }
         let child = self.child.as_mut().expect("running_pid checked it");
         // `SIGKILL` ends a stopped process too.
@@ -771,30 +771,6 @@ impl Drop for PostgresServer {
         // postmaster would leave them to notice on their own).
         let _ = self.stop();
     }
-}
-
-/// Sends `SIGKILL` to `pid`, a child of a postmaster that is stopped (so it cannot be reaped,
-/// and its pid reused, meanwhile).
-#[cfg(unix)]
-fn kill_child_of_stopped(pid: u32) -> io::Result<()> {
-    let pid = libc::pid_t::try_from(pid).map_err(io::Error::other)?;
-    #[allow(unsafe_code)]
-    // SAFETY: kill(2) has no memory-safety preconditions; `pid` is a positive pid of a child of
-    // a stopped postmaster, which cannot reap it, so it cannot belong to another process.
-    let rc = unsafe { libc::kill(pid, libc::SIGKILL) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-#[cfg(not(unix))]
-fn kill_child_of_stopped(_pid: u32) -> io::Result<()> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "SIGKILL needs a Unix platform",
-    ))
 }
 
 /// The processes whose parent is `parent`, from `/proc` (empty where there is none).

@@ -1,4 +1,4 @@
-//! Process control by POSIX signal: stop, continue, terminate.
+//! Process control by POSIX signal: stop, continue, terminate, kill.
 
 use std::fmt;
 #[cfg(target_os = "linux")]
@@ -16,6 +16,9 @@ pub(super) enum Signal {
     Term,
     /// PostgreSQL's fast shutdown.
     Int,
+    /// A crash: a child of a stopped PostgreSQL postmaster (the postmaster itself goes through
+    /// `Child::kill`).
+    Kill,
 }
 
 impl fmt::Display for Signal {
@@ -25,6 +28,7 @@ impl fmt::Display for Signal {
             Self::Cont => "SIGCONT",
             Self::Term => "SIGTERM",
             Self::Int => "SIGINT",
+            Self::Kill => "SIGKILL",
         })
     }
 }
@@ -39,6 +43,7 @@ pub(super) fn signal(pid: u32, sig: Signal) -> io::Result<()> {
         Signal::Cont => libc::SIGCONT,
         Signal::Term => libc::SIGTERM,
         Signal::Int => libc::SIGINT,
+        Signal::Kill => libc::SIGKILL,
     };
     #[allow(unsafe_code)]
     // SAFETY: kill(2) has no memory-safety preconditions; `pid` is a positive pid of our own
