@@ -638,8 +638,10 @@ pub trait LockBackend: Send + Sync + 'static {
     ///
     /// The Locker ends the wait with the error (with a wait deadline that passes while
     /// registering, with the first attempt's answer instead). A backend that can still let
-    /// waiters poll should return a polling watch rather than fail, as the Redis backend and
-    /// the composites do.
+    /// waiters poll should return a polling watch rather than fail, as the Redis and
+    /// PostgreSQL backends and the composites do: [`ReleaseWatch::polling_for_now`] while its
+    /// notifications are down (the waiter registers again at each look, and is woken by
+    /// releases again once they are back), [`ReleaseWatch::polling`] when it has none at all.
     ///
     /// # Cancel safety
     ///

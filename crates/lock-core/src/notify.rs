@@ -241,7 +241,11 @@ impl ReleaseHub {
 
 enum Source {
     Topic(Arc<Topic>),
-    Polling(Duration),
+    /// Polling at this interval; `for_now`: only while the notifications are down.
+    Polling {
+        interval: Duration,
+        for_now: bool,
+    },
 }
 
 /// A registration for the release notifications of one lock name.
@@ -257,7 +261,11 @@ impl std::fmt::Debug for ReleaseWatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.source {
             Source::Topic(topic) => write!(f, "ReleaseWatch({:?})", topic.name),
-            Source::Polling(every) => write!(f, "ReleaseWatch(polling every {every:?})"),
+            Source::Polling { interval, for_now } => write!(
+                f,
+                "ReleaseWatch(polling every {interval:?}{})",
+                if *for_now { ", for now" } else { "" }
+            ),
         }
     }
 }
@@ -268,15 +276,54 @@ impl ReleaseWatch {
     #[must_use]
     pub fn polling(interval: Duration) -> Self {
         ReleaseWatch {
-            source: Source::Polling(interval),
+            source: Source::Polling {
+                interval,
+                for_now: false,
+            },
         }
+    }
+
+    /// A polling watch for while a store's notifications are down (a lost notification
+    /// connection, a subscription that failed): waiters poll as with
+    /// [`polling`](Self::polling), and register again at each look, so that they wait on
+    /// notifications again once they are back. A wait that kept polling for good would lose
+    /// every race for a contended lock to waiters that are woken the moment it is free.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use lock_core::backend::ReleaseWatch;
+    ///
+    /// let watch = ReleaseWatch::polling_for_now(Duration::from_secs(1));
+    /// assert_eq!(watch.poll_interval(), Some(Duration::from_secs(1)));
+    /// assert!(watch.is_for_now());
+    /// assert!(!ReleaseWatch::polling(Duration::from_secs(1)).is_for_now());
+    /// ```
+    #[must_use]
+    pub fn polling_for_now(interval: Duration) -> Self {
+        ReleaseWatch {
+            source: Source::Polling {
+                interval,
+                for_now: true,
+            },
+        }
+    }
+
+    /// Whether this is a watch for while the notifications are down
+    /// ([`polling_for_now`](Self::polling_for_now)): the waiter registers again at its next
+    /// look.
+    #[must_use]
+    pub fn is_for_now(&self) -> bool {
+        matches!(self.source, Source::Polling { for_now: true, .. })
     }
 
     /// The polling interval, for a watch without notifications.
     #[must_use]
     pub fn poll_interval(&self) -> Option<Duration> {
         match self.source {
-            Source::Polling(interval) => Some(interval),
+            Source::Polling { interval, .. } => Some(interval),
             Source::Topic(_) => None,
         }
     }
@@ -302,7 +349,7 @@ impl ReleaseWatch {
                 })
                 .await
                 .map(|_| ()),
-            Source::Polling(_) => Ok(()),
+            Source::Polling { .. } => Ok(()),
         }
     }
 
@@ -311,7 +358,7 @@ impl ReleaseWatch {
     pub(crate) fn notified(&self) -> Option<Notified<'_>> {
         match &self.source {
             Source::Topic(topic) => Some(topic.notify.notified()),
-            Source::Polling(_) => None,
+            Source::Polling { .. } => None,
         }
     }
 
@@ -319,7 +366,7 @@ impl ReleaseWatch {
     pub(crate) fn announcements(&self) -> u64 {
         match &self.source {
             Source::Topic(topic) => topic.announcements.load(Ordering::Acquire),
-            Source::Polling(_) => 0,
+            Source::Polling { .. } => 0,
         }
     }
 

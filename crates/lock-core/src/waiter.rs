@@ -357,10 +357,11 @@ impl<A: Attempts> Waiter<A> {
         let watch = match registered {
             Ok(watch) => watch,
             // The notifications are down with the store (a reconnect, a failover): wait by
-            // polling instead; the attempts themselves decide when the wait ends.
+            // polling instead, and register again at each look; the attempts themselves decide
+            // when the wait ends.
             Err(error) if error.is_retryable() => {
-                tracing::debug!(%error, "no release notifications; polling instead");
-                ReleaseWatch::polling(POLL_WITHOUT_NOTIFICATIONS)
+                tracing::debug!(%error, "no release notifications; polling for now");
+                ReleaseWatch::polling_for_now(POLL_WITHOUT_NOTIFICATIONS)
             }
             Err(error) => return Err(error),
         };
@@ -369,6 +370,31 @@ impl<A: Attempts> Waiter<A> {
             woken: false,
             passed_on_at: std::cell::Cell::new(None),
         }))
+    }
+
+    /// Registers again for a wait that polls only while the notifications are down
+    /// ([`ReleaseWatch::polling_for_now`]), and keeps the new watch: once the notifications
+    /// are back the wait is woken by releases again, instead of losing every race for a
+    /// contended lock to waiters that are. A registration that fails (or outlasts the
+    /// deadline) leaves the wait polling.
+    async fn register_again(&self, waiting: &mut Waiting) {
+        let register = self.attempts.register();
+        let registered = match self.deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, register)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::Timeout {
+                        after: Duration::ZERO,
+                    })
+                }),
+            None => register.await,
+        };
+        if let Ok(watch) = registered {
+            // The old watch is dropped without a wake-up to hand on: it was a polling one.
+            waiting.watch = watch;
+            waiting.woken = false;
+            waiting.passed_on_at.set(None);
+        }
     }
 
     /// The wait loop: (sleep until `retry_at` if set), try, and if the lock is held, wait for a
@@ -383,6 +409,9 @@ impl<A: Attempts> Waiter<A> {
         loop {
             if let Some(at) = sleep_until.take() {
                 tokio::time::sleep_until(at).await;
+            }
+            if waiting.watch.is_for_now() {
+                self.register_again(&mut waiting).await;
             }
             // Arm the notification before the attempt, so a release between the attempt and the
             // wait still wakes the wait.

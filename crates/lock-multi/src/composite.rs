@@ -846,7 +846,7 @@ impl<P: Quorum> LockBackend for Composite<P> {
             Err(error) => {
                 // Waiting goes on without notifications: re-check on a timer instead.
                 tracing::warn!(%error, name, "no node delivers release notifications; polling");
-                Ok(ReleaseWatch::polling(POLL_WITHOUT_NOTIFICATIONS))
+                Ok(ReleaseWatch::polling_for_now(POLL_WITHOUT_NOTIFICATIONS))
             }
         }
     }

@@ -54,11 +54,11 @@ impl Listener {
         }
     }
 
-    /// A watch on `channel`, listening once this returns; a polling watch when the listening
-    /// connection is down.
+    /// A watch on `channel`, listening once this returns; while the listening connection is
+    /// down, a watch that polls for now (the waiter registers again at each look).
     pub(crate) async fn watch(&self, channel: &str) -> ReleaseWatch {
         if self.down.load(Ordering::Relaxed) {
-            return ReleaseWatch::polling(self.poll_interval);
+            return ReleaseWatch::polling_for_now(self.poll_interval);
         }
         let watch = self.hub.watch(channel);
         let listened = watch
@@ -74,11 +74,11 @@ impl Listener {
             .await;
         match listened {
             Ok(()) if !self.down.load(Ordering::Relaxed) => watch,
-            Ok(()) => ReleaseWatch::polling(self.poll_interval),
+            Ok(()) => ReleaseWatch::polling_for_now(self.poll_interval),
             Err(error) => {
                 // Waiting still works without notifications, only slower.
                 tracing::warn!(%error, channel, "could not listen for release notifications; polling");
-                ReleaseWatch::polling(self.poll_interval)
+                ReleaseWatch::polling_for_now(self.poll_interval)
             }
         }
     }

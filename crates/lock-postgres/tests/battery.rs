@@ -2,8 +2,7 @@
 //! latency, the proxy resets every connection, the whole server is frozen (every process
 //! `SIGSTOP`ped, shorter than the lease), the sessions are terminated on the server
 //! (`pg_terminate_backend`), another session sits on the lock rows (so the backend's statements
-//! wait on row locks), and (every other round) the server restarts (a fast shutdown and a
-//! start):
+//! wait on row locks), and the server restarts (a fast shutdown and a start):
 //!
 //! - the in-model battery: 8 workers in 4 simulated processes take one fenced lock 1,500 times;
 //!   the history checker must see no overlap, no lost update and no fence rejection;
@@ -54,9 +53,7 @@ fn faults(
         let latency = Duration::from_millis(10 + (n as u64 * 7) % 31);
         let freeze = Duration::from_millis(100 + (n as u64 * 37) % 201);
         Box::pin(async move {
-            // The six faults in turn, but the restart only every other round (latency instead).
-            let turn = if n % 12 == 11 { 0 } else { n % 6 };
-            match turn {
+            match n % 6 {
                 0 => {
                     proxy.set_fault(Fault::Latency(latency));
                     tokio::time::sleep(Duration::from_millis(250)).await;
@@ -104,10 +101,6 @@ fn faults(
                     "rows locked by another session for 200ms".to_owned()
                 }
                 _ => {
-                    // A restart takes the server away for far longer than the Redis battery's
-                    // `kill -9` and AOF reload (hundreds of milliseconds, more on a loaded
-                    // machine): every other turn, so that the server is up about as much of
-                    // the run as there.
                     let started = std::time::Instant::now();
                     tokio::task::spawn_blocking(move || {
                         server.lock().unwrap().restart().expect("restart");

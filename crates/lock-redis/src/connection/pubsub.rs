@@ -252,8 +252,9 @@ impl Notifications {
             return Ok(ReleaseWatch::polling(self.poll_interval));
         }
         let commands = &self.commands;
+        // Polling while the notifications are down: the waiter registers again at each look.
         if self.polling.load(Ordering::Relaxed) {
-            return Ok(ReleaseWatch::polling(self.poll_interval));
+            return Ok(ReleaseWatch::polling_for_now(self.poll_interval));
         }
         let watch = self.hub.watch(channel);
         let subscribed = watch
@@ -279,10 +280,10 @@ impl Notifications {
         if let Err(error) = subscribed {
             // Waiting still works without notifications, only slower: poll rather than fail.
             tracing::warn!(%error, %channel, "could not subscribe to release notifications; polling");
-            return Ok(ReleaseWatch::polling(self.poll_interval));
+            return Ok(ReleaseWatch::polling_for_now(self.poll_interval));
         }
         if self.polling.load(Ordering::Relaxed) {
-            return Ok(ReleaseWatch::polling(self.poll_interval));
+            return Ok(ReleaseWatch::polling_for_now(self.poll_interval));
         }
         Ok(watch)
     }

@@ -1,0 +1,106 @@
+//! A wait that began while the store's notifications were down polls only until they are back:
+//! it registers again at its next look, and the release after that wakes it at once. (A wait
+//! that kept polling for good lost every race for a contended lock to waiters that are woken
+//! the moment it is free: the PostgreSQL usage battery saw a waiter go 10 s without the lock.)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use lock_core::backend::{
+    AcquireOutcome, AcquireRequest, LockBackend, ReleaseWatch, RenewOutcome, Renewal,
+};
+use lock_core::{LockOptions, LockState, Locker, MemoryBackend, ReleaseOutcome, Result};
+use tokio::time::Instant;
+
+/// The in-memory store with its notifications switched off and on: while off, every watch is a
+/// [`ReleaseWatch::polling_for_now`] one, as a store's whose notification connection is down.
+#[derive(Clone)]
+struct Switched {
+    inner: MemoryBackend,
+    notifications: Arc<AtomicBool>,
+}
+
+/// How often a wait polls while the notifications are off: long, so a wait that kept polling
+/// would be seen.
+const POLL: Duration = Duration::from_millis(1500);
+
+impl LockBackend for Switched {
+    fn client_id(&self) -> &str {
+        self.inner.client_id()
+    }
+
+    async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
+        self.inner.try_acquire(request).await
+    }
+
+    async fn release(
+        &self,
+        name: &str,
+        owner_field: &str,
+        lease: Duration,
+    ) -> Result<ReleaseOutcome> {
+        self.inner.release(name, owner_field, lease).await
+    }
+
+    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
+        self.inner.renew(renewals).await
+    }
+
+    async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
+        self.inner.abandon(name, owner_field, keep).await
+    }
+
+    async fn force_release(&self, name: &str) -> Result<bool> {
+        self.inner.force_release(name).await
+    }
+
+    async fn inspect(&self, name: &str) -> Result<LockState> {
+        self.inner.inspect(name).await
+    }
+
+    async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
+        if self.notifications.load(Ordering::SeqCst) {
+            self.inner.watch_releases(name).await
+        } else {
+            Ok(ReleaseWatch::polling_for_now(POLL))
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_uses_the_notifications_once_they_are_back() {
+    let store = MemoryBackend::new();
+    let holder = Locker::new(store.new_client());
+    let notifications = Arc::new(AtomicBool::new(false));
+    let waiter = Locker::new(Switched {
+        inner: store.new_client(),
+        notifications: notifications.clone(),
+    });
+    let long = LockOptions::new().fixed_lease(Duration::from_secs(30));
+    let held = holder.lock_with("back", &long).await.expect("the holder");
+
+    // The wait starts while the notifications are down: it polls (every 1.5 s).
+    let waiting = tokio::spawn(async move {
+        let guard = waiter
+            .lock_with("back", &LockOptions::new().wait(Duration::from_secs(10)))
+            .await
+            .expect("the waiter gets the lock");
+        let got_at = Instant::now();
+        assert!(guard.release().await.expect("release").was_held());
+        got_at
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    notifications.store(true, Ordering::SeqCst);
+    // Past the waiter's first look (where it registers again), and well before its next one
+    // would be if it still polled.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let released_at = Instant::now();
+    assert!(held.release().await.expect("release").was_held());
+    let got_at = waiting.await.expect("the waiter's task");
+    let after = got_at.duration_since(released_at);
+    assert!(
+        after < Duration::from_millis(500),
+        "the waiter got the lock {after:?} after the release: it was still polling"
+    );
+}
