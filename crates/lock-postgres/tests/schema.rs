@@ -126,3 +126,81 @@ fn the_release_channel_is_the_same_in_the_client_and_the_sql() {
         }
     });
 }
+
+/// The grants `docs/postgres.md` lists for the role services use (its SQL block, read from the
+/// page, so the page and the test cannot drift apart), with `app` as that role.
+fn documented_grants() -> String {
+    let page = include_str!("../../../docs/postgres.md");
+    let after = page
+        .split("The role the services use needs only:")
+        .nth(1)
+        .expect("the grants' paragraph");
+    let block = after
+        .split("```sql\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the grants' SQL block");
+    block.to_owned()
+}
+
+/// A role with only the documented grants (no superuser, no `CREATE`, not the owner of the
+/// schema) runs every primitive of the family.
+#[test]
+fn the_documented_grants_are_enough_for_every_primitive() {
+    run(async {
+        let server = PostgresServer::start().expect("start PostgreSQL");
+        let url = fresh_database(&server, "grants").await;
+        install_schema(&url.parse().expect("url"))
+            .await
+            .expect("install as the owner");
+        let owner = sql(&url).await;
+        owner
+            .batch_execute("CREATE ROLE app LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE")
+            .await
+            .expect("create the role");
+        owner
+            .batch_execute(&documented_grants())
+            .await
+            .expect("the documented grants");
+        let app_url = url.replace("postgres://distlock@", "postgres://app@");
+        let locker = Locker::new(
+            PostgresBackend::connect(&app_url)
+                .await
+                .expect("connect as app"),
+        );
+
+        let guard = locker.lock("grants:lock").await.expect("lock");
+        assert!(guard.release().await.expect("release").was_held());
+        let fair = locker.fair("grants:fair").expect("name");
+        let guard = fair.lock().await.expect("fair lock");
+        assert!(guard.release().await.expect("release").was_held());
+        let rw = locker.read_write("grants:rw").expect("name");
+        let read = rw.read().await.expect("read");
+        assert!(read.release().await.expect("release").was_held());
+        let write = rw.write().await.expect("write");
+        assert!(write.release().await.expect("release").was_held());
+        let semaphore = locker.semaphore("grants:semaphore").expect("name");
+        assert!(semaphore.try_set_permits(2).await.expect("set"));
+        semaphore.acquire(1).await.expect("acquire a permit");
+        semaphore.release(1).await.expect("give it back");
+        let permits = locker.permits("grants:permits").expect("name");
+        assert!(permits.try_set_permits(1).await.expect("set"));
+        let permit = permits.acquire().await.expect("a permit");
+        assert!(permit.release().await.expect("release").was_held());
+        let latch = locker.latch("grants:latch").expect("name");
+        assert!(latch.try_set_count(1).await.expect("set"));
+        latch.count_down().await.expect("count down");
+        assert_eq!(latch.count().await.expect("count"), 0);
+        let election = locker.election("grants:election").expect("name");
+        let leadership = election.campaign("me").await.expect("campaign");
+        assert_eq!(
+            election
+                .leader()
+                .await
+                .expect("leader")
+                .map(|leader| leader.value),
+            Some("me".to_owned())
+        );
+        leadership.resign().await.expect("resign");
+    });
+}
