@@ -141,6 +141,40 @@ impl PostgresBackend {
         .await
     }
 
+    /// Renews `renewals` with the batch function `sql` takes them to (`$1` the keys, `$2` the
+    /// owner fields, `$3` the leases in milliseconds; a `boolean[]` back, one per renewal): one
+    /// statement for the whole batch.
+    pub(crate) async fn renew_batch(
+        &self,
+        sql: &'static str,
+        renewals: &[Renewal<'_>],
+    ) -> Result<Vec<RenewOutcome>> {
+        if renewals.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<LockKey> = renewals.iter().map(|r| LockKey::of(r.name)).collect();
+        let key_bytes: Vec<&[u8]> = keys.iter().map(LockKey::as_bytes).collect();
+        let owners: Vec<&str> = renewals.iter().map(|r| r.owner_field).collect();
+        let leases: Vec<i64> = renewals.iter().map(|r| millis(r.lease)).collect();
+        // Renewals only lengthen leases their owners hold, so their order against the names'
+        // other steps does not matter: any slot will do.
+        let row = self
+            .family_row(&keys[0], sql, &[&key_bytes, &owners, &leases])
+            .await?;
+        let renewed: Vec<bool> = row.get(0);
+        if renewed.len() != renewals.len() {
+            return Err(Error::Protocol(
+                format!(
+                    "{} renewal outcomes for {} renewals",
+                    renewed.len(),
+                    renewals.len()
+                )
+                .into(),
+            ));
+        }
+        Ok(renewed.into_iter().map(RenewOutcome::from_held).collect())
+    }
+
     /// A watch on `key`'s channel (every family announces on its name's one channel: the same
     /// name in two families only wakes the other's waiters to look again), or a polling one.
     pub(crate) async fn watch_key(&self, key: &LockKey) -> ReleaseWatch {
@@ -178,6 +212,21 @@ pub(crate) fn count(value: i32) -> Result<u32> {
     u32::try_from(value)
         .map_err(|_| Error::Protocol(format!("a negative hold count: {value}").into()))
 }
+
+/// The answer of a release function: the owner's holds left (the expiry then at least `now +
+/// lease`), 0 when the lock is now free, -1 when the owner held nothing.
+pub(crate) fn release_outcome(left: i32) -> Result<ReleaseOutcome> {
+    Ok(match left {
+        left if left > 0 => ReleaseOutcome::StillHeld {
+            hold_count: count(left)?,
+        },
+        0 => ReleaseOutcome::Released,
+        _ => ReleaseOutcome::NotHeld,
+    })
+}
+
+/// The lock's batch renewal (arrays of keys, owners and leases in; an array of booleans out).
+const RENEW: &str = "SELECT distlock.renew($1, $2, $3)";
 
 /// A remaining lease the server returned in milliseconds (never negative; `None` read as 0).
 pub(crate) fn ttl_of(ttl_ms: Option<i64>) -> Duration {
@@ -246,44 +295,11 @@ impl LockBackend for PostgresBackend {
                 &[&key.as_bytes(), &owner_field, &millis(lease)],
             )
             .await?;
-        Ok(match row.get::<_, i32>(0) {
-            left if left > 0 => ReleaseOutcome::StillHeld {
-                hold_count: count(left)?,
-            },
-            0 => ReleaseOutcome::Released,
-            _ => ReleaseOutcome::NotHeld,
-        })
+        release_outcome(row.get(0))
     }
 
     async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
-        if renewals.is_empty() {
-            return Ok(Vec::new());
-        }
-        let keys: Vec<LockKey> = renewals.iter().map(|r| LockKey::of(r.name)).collect();
-        let key_bytes: Vec<&[u8]> = keys.iter().map(LockKey::as_bytes).collect();
-        let owners: Vec<&str> = renewals.iter().map(|r| r.owner_field).collect();
-        let leases: Vec<i64> = renewals.iter().map(|r| millis(r.lease)).collect();
-        // Renewals only lengthen leases their owners hold, so their order against the names'
-        // other steps does not matter: any slot will do.
-        let row = self
-            .one_row(
-                &keys[0],
-                |statements| &statements.renew,
-                &[&key_bytes, &owners, &leases],
-            )
-            .await?;
-        let renewed: Vec<bool> = row.get(0);
-        if renewed.len() != renewals.len() {
-            return Err(Error::Protocol(
-                format!(
-                    "{} renewal outcomes for {} renewals",
-                    renewed.len(),
-                    renewals.len()
-                )
-                .into(),
-            ));
-        }
-        Ok(renewed.into_iter().map(RenewOutcome::from_held).collect())
+        self.renew_batch(RENEW, renewals).await
     }
 
     async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {

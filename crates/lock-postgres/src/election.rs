@@ -14,7 +14,7 @@ use lock_core::{
     CampaignBackend, ElectionBackend, Error, Leader, LockState, ReleaseOutcome, Result,
 };
 
-use crate::backend::{PostgresBackend, count, millis, ttl_of};
+use crate::backend::{PostgresBackend, count, millis, release_outcome, ttl_of};
 use crate::key::LockKey;
 
 const CAMPAIGN: &str = "SELECT holds, token, ttl_ms FROM distlock.campaign($1, $2, $3, $4, $5, $6)";
@@ -177,13 +177,7 @@ impl LockBackend for PostgresCampaignSide {
                 &[&key.as_bytes(), &owner_field, &millis(lease)],
             )
             .await?;
-        let released = match row.get::<_, i32>(0) {
-            left if left > 0 => ReleaseOutcome::StillHeld {
-                hold_count: count(left)?,
-            },
-            0 => ReleaseOutcome::Released,
-            _ => ReleaseOutcome::NotHeld,
-        };
+        let released = release_outcome(row.get(0))?;
         // The leadership is over (or was): its value is not needed any more.
         if !matches!(released, ReleaseOutcome::StillHeld { .. }) {
             self.withdraw(owner_field);

@@ -12,7 +12,7 @@ use lock_core::backend::{
 use lock_core::{Error, FairState, LockState, ReleaseOutcome, Result};
 use sha2::{Digest, Sha256};
 
-use crate::backend::{PostgresBackend, count, millis, ttl_of};
+use crate::backend::{PostgresBackend, count, millis, release_outcome, ttl_of};
 use crate::key::LockKey;
 
 const ACQUIRE: &str =
@@ -176,13 +176,7 @@ impl LockBackend for PostgresFairSide {
                 &[&key.as_bytes(), &owner_field, &millis(lease)],
             )
             .await?;
-        Ok(match row.get::<_, i32>(0) {
-            left if left > 0 => ReleaseOutcome::StillHeld {
-                hold_count: count(left)?,
-            },
-            0 => ReleaseOutcome::Released,
-            _ => ReleaseOutcome::NotHeld,
-        })
+        release_outcome(row.get(0))
     }
 
     async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {

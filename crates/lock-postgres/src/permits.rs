@@ -11,7 +11,7 @@ use lock_core::{
     Error, LockState, PermitBackend, PermitState, ReleaseOutcome, ReleaseWatch, Result,
 };
 
-use crate::backend::{PostgresBackend, count, millis, ttl_of};
+use crate::backend::{PostgresBackend, count, millis, release_outcome, ttl_of};
 use crate::key::LockKey;
 
 const ACQUIRE: &str =
@@ -165,41 +165,11 @@ impl LockBackend for PostgresPermitSide {
                 ],
             )
             .await?;
-        Ok(match row.get::<_, i32>(0) {
-            left if left > 0 => ReleaseOutcome::StillHeld {
-                hold_count: count(left)?,
-            },
-            0 => ReleaseOutcome::Released,
-            _ => ReleaseOutcome::NotHeld,
-        })
+        release_outcome(row.get(0))
     }
 
     async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
-        if renewals.is_empty() {
-            return Ok(Vec::new());
-        }
-        let keys: Vec<LockKey> = renewals.iter().map(|r| LockKey::of(r.name)).collect();
-        let key_bytes: Vec<&[u8]> = keys.iter().map(LockKey::as_bytes).collect();
-        let owners: Vec<&str> = renewals.iter().map(|r| r.owner_field).collect();
-        let leases: Vec<i64> = renewals.iter().map(|r| millis(r.lease)).collect();
-        // Renewals only lengthen leases their owners hold, so their order against the names'
-        // other steps does not matter: any slot will do.
-        let row = self
-            .0
-            .family_row(&keys[0], RENEW, &[&key_bytes, &owners, &leases])
-            .await?;
-        let renewed: Vec<bool> = row.get(0);
-        if renewed.len() != renewals.len() {
-            return Err(Error::Protocol(
-                format!(
-                    "{} renewal outcomes for {} renewals",
-                    renewed.len(),
-                    renewals.len()
-                )
-                .into(),
-            ));
-        }
-        Ok(renewed.into_iter().map(RenewOutcome::from_held).collect())
+        self.0.renew_batch(RENEW, renewals).await
     }
 
     async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {

@@ -13,7 +13,7 @@ use lock_core::{
     Error, LockState, ReadWriteBackend, ReadWriteMode, ReadWriteState, ReleaseOutcome, Result,
 };
 
-use crate::backend::{PostgresBackend, count, millis, ttl_of};
+use crate::backend::{PostgresBackend, count, millis, release_outcome, ttl_of};
 use crate::key::LockKey;
 
 const READ_ACQUIRE: &str =
@@ -192,45 +192,16 @@ impl PostgresBackend {
                 .await?
             }
         };
-        Ok(match row.get::<_, i32>(0) {
-            left if left > 0 => ReleaseOutcome::StillHeld {
-                hold_count: count(left)?,
-            },
-            0 => ReleaseOutcome::Released,
-            _ => ReleaseOutcome::NotHeld,
-        })
+        release_outcome(row.get(0))
     }
 
     /// Renews a batch of holds of `side` in one statement.
     async fn rw_renew(&self, side: Side, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
-        if renewals.is_empty() {
-            return Ok(Vec::new());
-        }
-        let keys: Vec<LockKey> = renewals.iter().map(|r| LockKey::of(r.name)).collect();
-        let key_bytes: Vec<&[u8]> = keys.iter().map(LockKey::as_bytes).collect();
-        let owners: Vec<&str> = renewals.iter().map(|r| r.owner_field).collect();
-        let leases: Vec<i64> = renewals.iter().map(|r| millis(r.lease)).collect();
         let sql = match side {
             Side::Read => READ_RENEW,
             Side::Write => WRITE_RENEW,
         };
-        // Renewals only lengthen leases their owners hold, so their order against the names'
-        // other steps does not matter: any slot will do.
-        let row = self
-            .family_row(&keys[0], sql, &[&key_bytes, &owners, &leases])
-            .await?;
-        let renewed: Vec<bool> = row.get(0);
-        if renewed.len() != renewals.len() {
-            return Err(Error::Protocol(
-                format!(
-                    "{} renewal outcomes for {} renewals",
-                    renewed.len(),
-                    renewals.len()
-                )
-                .into(),
-            ));
-        }
-        Ok(renewed.into_iter().map(RenewOutcome::from_held).collect())
+        self.renew_batch(sql, renewals).await
     }
 
     /// Deletes the lock `name` when it is held in `side`'s mode.

@@ -16,7 +16,6 @@ pub(crate) struct Statements {
     pub(crate) release: Statement,
     pub(crate) abandon: Statement,
     pub(crate) force_release: Statement,
-    pub(crate) renew: Statement,
     pub(crate) inspect: Statement,
 }
 
@@ -125,7 +124,6 @@ impl Statements {
             release: prepare("SELECT distlock.release($1, $2, $3)").await?,
             abandon: prepare("SELECT distlock.abandon($1, $2, $3)").await?,
             force_release: prepare("SELECT distlock.force_release($1)").await?,
-            renew: prepare("SELECT distlock.renew($1, $2, $3)").await?,
             inspect: prepare("SELECT owner, holds, ttl_ms FROM distlock.inspect($1)").await?,
         })
     }
