@@ -26,6 +26,9 @@ const WAKE_ALL_FROM: usize = 64;
 struct HubInner {
     topics: Mutex<HashMap<String, Weak<Topic>>>,
     on_idle: IdleHook,
+    /// Told when the store's notifications are back: the hub's polling-for-now watches
+    /// ([`ReleaseHub::polling_for_now`]) end their poll and register again.
+    back: Notify,
 }
 
 struct Topic {
@@ -129,6 +132,7 @@ impl ReleaseHub {
             inner: Arc::new(HubInner {
                 topics: Mutex::new(HashMap::new()),
                 on_idle: Box::new(on_idle),
+                back: Notify::new(),
             }),
         }
     }
@@ -214,6 +218,43 @@ impl ReleaseHub {
         }
     }
 
+    /// A polling watch for while the store's notifications are down, as
+    /// [`ReleaseWatch::polling_for_now`], whose waiter is also woken by
+    /// [`notifications_back`](Self::notifications_back): it registers again at once instead of
+    /// at its next poll (a fair lock's head polling every second would hold up its queue).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use lock_core::backend::ReleaseHub;
+    ///
+    /// let hub = ReleaseHub::new();
+    /// let watch = hub.polling_for_now(Duration::from_secs(1));
+    /// assert!(watch.is_for_now());
+    /// assert_eq!(watch.poll_interval(), Some(Duration::from_secs(1)));
+    /// ```
+    #[must_use]
+    pub fn polling_for_now(&self, interval: Duration) -> ReleaseWatch {
+        ReleaseWatch {
+            source: Source::Polling {
+                interval,
+                for_now: true,
+                back: Some(Arc::clone(&self.inner)),
+            },
+        }
+    }
+
+    /// The store's notifications are back (a notification connection made again): wakes every
+    /// waiter, as [`wake_all`](Self::wake_all) (releases may have been missed meanwhile), and
+    /// the waiters polling on this hub's [`polling_for_now`](Self::polling_for_now) watches,
+    /// which register again.
+    pub fn notifications_back(&self) {
+        self.wake_all();
+        self.inner.back.notify_waiters();
+    }
+
     /// Wakes every waiter of every name, to retry: used when notifications may have been lost.
     pub fn wake_all(&self) {
         let topics: Vec<Arc<Topic>> = {
@@ -241,10 +282,12 @@ impl ReleaseHub {
 
 enum Source {
     Topic(Arc<Topic>),
-    /// Polling at this interval; `for_now`: only while the notifications are down.
+    /// Polling at this interval; `for_now`: only while the notifications are down; `back`:
+    /// the hub that says when they are back ([`ReleaseHub::polling_for_now`]).
     Polling {
         interval: Duration,
         for_now: bool,
+        back: Option<Arc<HubInner>>,
     },
 }
 
@@ -261,7 +304,9 @@ impl std::fmt::Debug for ReleaseWatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.source {
             Source::Topic(topic) => write!(f, "ReleaseWatch({:?})", topic.name),
-            Source::Polling { interval, for_now } => write!(
+            Source::Polling {
+                interval, for_now, ..
+            } => write!(
                 f,
                 "ReleaseWatch(polling every {interval:?}{})",
                 if *for_now { ", for now" } else { "" }
@@ -279,6 +324,7 @@ impl ReleaseWatch {
             source: Source::Polling {
                 interval,
                 for_now: false,
+                back: None,
             },
         }
     }
@@ -307,6 +353,7 @@ impl ReleaseWatch {
             source: Source::Polling {
                 interval,
                 for_now: true,
+                back: None,
             },
         }
     }
@@ -353,12 +400,16 @@ impl ReleaseWatch {
         }
     }
 
-    /// A future that completes at the next release of this name. Create it **before** the attempt
-    /// whose failure makes you wait, so a release between the two is not missed.
+    /// A future that completes at the next release of this name (a hub's polling-for-now
+    /// watch: when the notifications are back). Create it **before** the attempt whose failure
+    /// makes you wait, so a release between the two is not missed.
     pub(crate) fn notified(&self) -> Option<Notified<'_>> {
         match &self.source {
             Source::Topic(topic) => Some(topic.notify.notified()),
-            Source::Polling { .. } => None,
+            Source::Polling {
+                back: Some(hub), ..
+            } => Some(hub.back.notified()),
+            Source::Polling { back: None, .. } => None,
         }
     }
 
@@ -377,7 +428,8 @@ impl ReleaseWatch {
         }
     }
 
-    /// Waits for the next release of this name (never returns for a polling watch).
+    /// Waits for the next release of this name (a polling watch: never, or, for one made by
+    /// [`ReleaseHub::polling_for_now`], until the notifications are back).
     ///
     /// # Cancel safety
     ///

@@ -276,7 +276,7 @@ impl<A: Attempts> Waiter<A> {
         if self.no_wait || matches!(first, Ok(FirstAttempt::Done(Some(_)))) {
             unwon.settled = true;
         }
-        let (retry_at, first_error, errors) = match first? {
+        let (mut retry_at, first_error, errors) = match first? {
             FirstAttempt::Done(granted) => return Ok(granted),
             FirstAttempt::Wait {
                 retry_at,
@@ -284,13 +284,15 @@ impl<A: Attempts> Waiter<A> {
                 errors,
             } => (retry_at, error, errors),
         };
+        // After an error the first delay ends early on a notification (see `wait_and_retry`).
+        let first_delay = retry_at.take().map(|at| (at, first_error.is_some()));
         let waiting_since = Instant::now();
         tracing::debug!("not granted at the first attempt: waiting");
         let waited = async {
             let Some(waiting) = self.register_for_releases(first_error).await? else {
                 return Ok(None);
             };
-            self.wait_and_retry(waiting, retry_at, errors).await
+            self.wait_and_retry(waiting, first_delay, errors).await
         }
         .await;
         if !matches!(waited, Ok(Some(_))) {
@@ -399,16 +401,33 @@ impl<A: Attempts> Waiter<A> {
 
     /// The wait loop: (sleep until `retry_at` if set), try, and if the lock is held, wait for a
     /// release notification, the holder's TTL or the deadline; repeat.
+    ///
+    /// A retry after errors in a row (their delay doubling up to 1 s) also ends early on a
+    /// notification: the lock was released, or the store's notifications came back after an
+    /// outage (the backend wakes every waiter then). A waiter sleeping out its delay would
+    /// leave a released lock free that long, and a fair lock's head would hold up every
+    /// waiter behind it. Back-off still bounds the attempts: a wake-up this waiter used for
+    /// nothing is handed on once per announcement, so at most one early attempt follows each.
+    /// A contended lock's delay ([`Tried::Contended`]: no single holder, as a composite split
+    /// between owners) is slept out whole: it is there to set competing owners apart, and
+    /// waking them all at each release would have them split the nodes again.
     async fn wait_and_retry(
         &self,
         mut waiting: Waiting,
-        mut sleep_until: Option<Instant>,
+        mut sleep_until: Option<(Instant, bool)>,
         mut errors: ErrorStreak,
     ) -> Result<Option<Won<A::Won>>> {
         let deadline = self.deadline;
         loop {
-            if let Some(at) = sleep_until.take() {
-                tokio::time::sleep_until(at).await;
+            // A delay slept out whole, or, after an error, until a notification (see above).
+            if let Some((at, wakes_early)) = sleep_until.take() {
+                match waiting.watch.notified().filter(|_| wakes_early) {
+                    Some(notified) => tokio::select! {
+                        () = notified => waiting.woken = true,
+                        () = tokio::time::sleep_until(at) => {}
+                    },
+                    None => tokio::time::sleep_until(at).await,
+                }
             }
             if waiting.watch.is_for_now() {
                 self.register_again(&mut waiting).await;
@@ -426,37 +445,31 @@ impl<A: Attempts> Waiter<A> {
             // used it). Any other end of this attempt hands it to the next local waiter: an
             // error or a given-up wait returning here leave `woken` set, and `Waiting`'s drop
             // hands it on; a retry after a delay hands it on at once.
-            let ttl = match next_step::<A>(outcome, now, deadline, false, &mut errors)? {
+            let wake_at = match next_step::<A>(outcome, now, deadline, false, &mut errors)? {
                 Step::Won(grant) => {
                     waiting.woken = false;
                     return Ok(Some(Won { grant, sent_at }));
                 }
                 Step::GiveUp => return Ok(None),
-                Step::RetryAt { at, .. } => {
+                Step::RetryAt { at, error } => {
                     if std::mem::take(&mut waiting.woken) {
                         waiting.pass_on_once();
                     }
-                    sleep_until = Some(at);
-                    continue;
+                    // After an error: by `at`, or at a notification (armed before the
+                    // attempt). Contended: `at`, slept out whole (see above).
+                    if error.is_none() {
+                        sleep_until = Some((at, false));
+                        continue;
+                    }
+                    at
                 }
                 Step::OnRelease { ttl, pass_on } => {
                     if std::mem::take(&mut waiting.woken) && pass_on {
                         waiting.pass_on_once();
                     }
-                    ttl
+                    recheck_at(now, ttl, &waiting.watch, deadline)
                 }
             };
-            // A foreign holder may have set any PTTL; keep the instant arithmetic in range.
-            let mut sleep_for = ttl
-                .unwrap_or(RECHECK_WITHOUT_TTL)
-                .min(crate::options::MAX_DURATION);
-            if let Some(every) = waiting.watch.poll_interval() {
-                sleep_for = sleep_for.min(jittered(every));
-            }
-            let mut wake_at = now + sleep_for.max(Duration::from_millis(1));
-            if let Some(deadline) = deadline {
-                wake_at = wake_at.min(deadline);
-            }
             match notified.as_pin_mut() {
                 Some(notified) => {
                     tokio::select! {
@@ -468,6 +481,25 @@ impl<A: Attempts> Waiter<A> {
             }
         }
     }
+}
+
+/// When a waiter that found the lock held looks again without a notification: at the end of
+/// the holder's `ttl`, sooner on a polling watch, by the deadline at the latest.
+fn recheck_at(
+    now: Instant,
+    ttl: Option<Duration>,
+    watch: &ReleaseWatch,
+    deadline: Option<Instant>,
+) -> Instant {
+    // A foreign holder may have set any PTTL; keep the instant arithmetic in range.
+    let mut sleep_for = ttl
+        .unwrap_or(RECHECK_WITHOUT_TTL)
+        .min(crate::options::MAX_DURATION);
+    if let Some(every) = watch.poll_interval() {
+        sleep_for = sleep_for.min(jittered(every));
+    }
+    let wake_at = now + sleep_for.max(Duration::from_millis(1));
+    deadline.map_or(wake_at, |deadline| wake_at.min(deadline))
 }
 
 /// What the waiter does after one attempt.

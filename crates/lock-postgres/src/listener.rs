@@ -58,7 +58,7 @@ impl Listener {
     /// down, a watch that polls for now (the waiter registers again at each look).
     pub(crate) async fn watch(&self, channel: &str) -> ReleaseWatch {
         if self.down.load(Ordering::Relaxed) {
-            return ReleaseWatch::polling_for_now(self.poll_interval);
+            return self.hub.polling_for_now(self.poll_interval);
         }
         let watch = self.hub.watch(channel);
         let listened = watch
@@ -74,11 +74,11 @@ impl Listener {
             .await;
         match listened {
             Ok(()) if !self.down.load(Ordering::Relaxed) => watch,
-            Ok(()) => ReleaseWatch::polling_for_now(self.poll_interval),
+            Ok(()) => self.hub.polling_for_now(self.poll_interval),
             Err(error) => {
                 // Waiting still works without notifications, only slower.
                 tracing::warn!(%error, channel, "could not listen for release notifications; polling");
-                ReleaseWatch::polling_for_now(self.poll_interval)
+                self.hub.polling_for_now(self.poll_interval)
             }
         }
     }
@@ -103,8 +103,9 @@ async fn run(
             Ok(connected) => {
                 down.store(false, Ordering::Relaxed);
                 backoff = Duration::from_millis(50);
-                // Releases may have gone by while nobody listened.
-                hub.wake_all();
+                // Releases may have gone by while nobody listened; waits that poll meanwhile
+                // register again.
+                hub.notifications_back();
                 connected
             }
             Err(error) => {

@@ -147,6 +147,8 @@ pub struct UsageReport {
     pub error_samples: Vec<String>,
     /// The longest time the lock was free while someone waited for it.
     pub longest_free_while_waited: Duration,
+    /// When that stretch began, from the start of the run (to lay it against the faults).
+    pub longest_free_from: Duration,
     /// The plan's bound on it.
     pub free_bound: Duration,
     /// How often each action ran.
@@ -179,9 +181,12 @@ impl UsageReport {
         }
         if self.longest_free_while_waited > self.free_bound {
             problems.push(format!(
-                "the lock stayed free for {:?} while someone waited (bound {:?}); the first \
-                 errors: {:?}",
-                self.longest_free_while_waited, self.free_bound, self.error_samples
+                "the lock stayed free for {:?} from {:?} into the run while someone waited \
+                 (bound {:?}); the first errors: {:?}",
+                self.longest_free_while_waited,
+                self.longest_free_from,
+                self.free_bound,
+                self.error_samples
             ));
         }
         problems
@@ -791,6 +796,7 @@ async fn finish(
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
     let take = |m: &Mutex<Vec<String>>| m.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    let longest_free = longest_free_while_waited(&shared_holds, &waits);
     UsageReport {
         seed: plan.seed,
         history,
@@ -800,7 +806,8 @@ async fn finish(
         readers_not_acquired: shared.readers_not_acquired.load(Ordering::Relaxed),
         errors: shared.errors.load(Ordering::Relaxed),
         error_samples: take(&shared.error_samples),
-        longest_free_while_waited: longest_free_while_waited(&shared_holds, &waits),
+        longest_free_while_waited: longest_free.0,
+        longest_free_from: longest_free.1.saturating_duration_since(shared.started),
         free_bound: plan.free_bound,
         actions: shared
             .actions
@@ -818,8 +825,12 @@ fn same_release(got: ReleaseOutcome, expected: ReleaseOutcome) -> bool {
 }
 
 /// The longest stretch inside any wait during which no hold was out (as far as the holders'
-/// side sees it): the lock was free while someone waited.
-fn longest_free_while_waited(holds: &[SharedHold], waits: &[(Instant, Instant)]) -> Duration {
+/// side sees it): the lock was free while someone waited. Returns its length and its start
+/// (the first wait's start when nothing was ever free).
+fn longest_free_while_waited(
+    holds: &[SharedHold],
+    waits: &[(Instant, Instant)],
+) -> (Duration, Instant) {
     // The union of the hold intervals, sorted.
     let mut spans: Vec<(Instant, Instant)> = holds
         .iter()
@@ -833,7 +844,15 @@ fn longest_free_while_waited(holds: &[SharedHold], waits: &[(Instant, Instant)])
             _ => busy.push((from, to)),
         }
     }
-    let mut longest = Duration::ZERO;
+    let mut longest = (
+        Duration::ZERO,
+        waits.first().map_or_else(Instant::now, |wait| wait.0),
+    );
+    let mut note = |from: Instant, to: Instant| {
+        if to - from > longest.0 {
+            longest = (to - from, from);
+        }
+    };
     for &(asked, ended) in waits {
         // Walk the busy spans overlapping [asked, ended]; the gaps between them are free.
         let first = busy.partition_point(|span| span.1 <= asked);
@@ -843,13 +862,13 @@ fn longest_free_while_waited(holds: &[SharedHold], waits: &[(Instant, Instant)])
                 break;
             }
             if from > free_from {
-                longest = longest.max(from - free_from);
+                note(free_from, from);
             }
             free_from = free_from.max(to);
         }
         // The end of a wait that got the lock is its grant; one that did not ended free.
         if ended > free_from {
-            longest = longest.max(ended - free_from);
+            note(free_from, ended);
         }
     }
     longest
@@ -873,17 +892,17 @@ mod tests {
         // A wait from 5 to 50: free from 20 to 50.
         assert_eq!(
             longest_free_while_waited(&holds, &[(ms(5), ms(50))]),
-            Duration::from_millis(30)
+            (Duration::from_millis(30), ms(20))
         );
         // A wait inside a hold sees nothing free.
         assert_eq!(
-            longest_free_while_waited(&holds, &[(ms(1), ms(9))]),
+            longest_free_while_waited(&holds, &[(ms(1), ms(9))]).0,
             Duration::ZERO
         );
         // A wait with no hold after it: free to its end.
         assert_eq!(
             longest_free_while_waited(&holds, &[(ms(58), ms(70))]),
-            Duration::from_millis(10)
+            (Duration::from_millis(10), ms(60))
         );
     }
 }

@@ -254,7 +254,7 @@ impl Notifications {
         let commands = &self.commands;
         // Polling while the notifications are down: the waiter registers again at each look.
         if self.polling.load(Ordering::Relaxed) {
-            return Ok(ReleaseWatch::polling_for_now(self.poll_interval));
+            return Ok(self.hub.polling_for_now(self.poll_interval));
         }
         let watch = self.hub.watch(channel);
         let subscribed = watch
@@ -280,10 +280,10 @@ impl Notifications {
         if let Err(error) = subscribed {
             // Waiting still works without notifications, only slower: poll rather than fail.
             tracing::warn!(%error, %channel, "could not subscribe to release notifications; polling");
-            return Ok(ReleaseWatch::polling_for_now(self.poll_interval));
+            return Ok(self.hub.polling_for_now(self.poll_interval));
         }
         if self.polling.load(Ordering::Relaxed) {
-            return Ok(ReleaseWatch::polling_for_now(self.poll_interval));
+            return Ok(self.hub.polling_for_now(self.poll_interval));
         }
         Ok(watch)
     }
@@ -620,9 +620,8 @@ async fn run(
                                     tracing::warn!(%error, %channel, "could not subscribe again on a new notification connection");
                                 }
                             }
-                            if !channels.live.is_empty() {
-                                hub.wake_all();
-                            }
+                            // Waits that poll meanwhile register again.
+                            hub.notifications_back();
                             connection = Some(made);
                         }
                         Err(error) if resp3_unsupported(&error) => {
@@ -688,8 +687,9 @@ async fn run(
                             }
                         }
                         connection = Some(listener);
-                        // Releases made during the gap: every waiter looks again.
-                        hub.wake_all();
+                        // Releases made during the gap: every waiter looks again, and waits
+                        // that poll meanwhile register again.
+                        hub.notifications_back();
                     }
                     _ => {
                         // Try again shortly; waiters keep their timers meanwhile.
