@@ -65,8 +65,9 @@ impl<C: ConnectionLike + Clone + Send> ScriptLock<C> {
             .arg(&*self.owner)
             .arg("0")
             .arg(1);
-        let granted: Vec<i64> = acquire.invoke_async(&mut connection).await?;
-        if granted.get(1) != Some(&1) {
+        // A first hold without a token answers the bare request id (see the script).
+        let granted: redis::Value = acquire.invoke_async(&mut connection).await?;
+        if !matches!(&granted, redis::Value::BulkString(id) if id == b"1") {
             return Err(format!("raw-script: {key} was busy: {granted:?}").into());
         }
         let mut release = RELEASE.prepare_invoke();
@@ -78,11 +79,12 @@ impl<C: ConnectionLike + Clone + Send> ScriptLock<C> {
             .arg(lock_redis::keys::UNLOCK_MESSAGE)
             .arg(self.announce)
             .arg(2);
-        let (_id, left): (i64, i64) = release.invoke_async(&mut connection).await?;
-        if left != 0 {
-            return Err(format!("raw-script: release of {key} answered {left}").into());
+        // The lock freed answers the bare request id (see the script).
+        let answer: redis::Value = release.invoke_async(&mut connection).await?;
+        match answer {
+            redis::Value::BulkString(id) if id == b"2" => Ok(()),
+            other => Err(format!("raw-script: release of {key} answered {other:?}").into()),
         }
-        Ok(())
     }
 }
 

@@ -328,7 +328,7 @@ impl Calls {
         let (reply, acknowledged) = self
             .queued_script(answer, || command(true), timeout)
             .await?;
-        Ok((script_reply(reply, timeout)?, acknowledged))
+        Ok((script_reply(script, reply, timeout)?, acknowledged))
     }
 
     /// The replies of a script call that was queued (`answer`), with what the pipeline's
@@ -388,7 +388,7 @@ impl Calls {
         let (reply, _theirs) = self
             .queued_script(answer, || command(true), timeout)
             .await?;
-        script_reply(reply, timeout)
+        script_reply(script, reply, timeout)
     }
 
     /// Sends `commands` as [`Self::send_coalesced`], but written only after every pipeline
@@ -593,12 +593,8 @@ impl Calls {
             crate::telemetry::noscript_reload();
             (reply, after) = send(true).await?;
         }
-        match reply {
-            Value::Array(mut items) if echoes(items.first(), nonce) => {
-                items.remove(0);
-                Ok((items, after))
-            }
-            Value::ServerError(error) => match connection.in_step(link, route).await {
+        if let Value::ServerError(error) = reply {
+            return match connection.in_step(link, route).await {
                 Alignment::Proven => Err(map_error(&error.into(), Duration::ZERO)),
                 Alignment::Broken => Err(out_of_step()),
                 // A busy or loading server refuses the PING as it refused the call: the same
@@ -607,8 +603,11 @@ impl Calls {
                     Err(map_error(&error.into(), Duration::ZERO))
                 }
                 Alignment::Refused(refusal) => Err(unattributable(&refusal)),
-            },
-            _ => {
+            };
+        }
+        match script.reply_items(reply, Some(nonce)) {
+            Ok(items) => Ok((items, after)),
+            Err(_) => {
                 connection.discard(link, "reply out of step");
                 Err(out_of_step())
             }
@@ -654,17 +653,22 @@ impl Carrier for Calls {
     }
 }
 
-/// The reply of a queued script call (its last item), decoded after its request id.
-fn script_reply<T: FromRedisValue>(mut reply: Vec<Value>, timeout: Duration) -> Result<T> {
+/// The reply of a queued call of `script` (its last item), decoded after its request id (the
+/// pipeline's `PING` proved it is this call's).
+fn script_reply<T: FromRedisValue>(
+    script: &LockScript,
+    mut reply: Vec<Value>,
+    timeout: Duration,
+) -> Result<T> {
     match reply.pop() {
-        Some(Value::Array(mut items)) if !items.is_empty() => {
-            items.remove(0);
-            decode(items)
-        }
         Some(Value::ServerError(error)) => Err(map_error(&error.into(), timeout)),
-        other => Err(Error::Protocol(
-            format!("unexpected lock script reply: {other:?}").into(),
-        )),
+        Some(reply) => match script.reply_items(reply, None) {
+            Ok(items) => decode(items),
+            Err(reply) => Err(Error::Protocol(
+                format!("unexpected lock script reply: {reply:?}").into(),
+            )),
+        },
+        None => Err(Error::Protocol("no lock script reply".into())),
     }
 }
 

@@ -62,6 +62,8 @@ pub(crate) fn answer(
             Some(Value::Array(items)) if echoes(items.first(), request_id) => {
                 Some(Value::Array(items))
             }
+            // The bare request id: a script's usual outcome (`LockScript::bare`).
+            Some(bare @ Value::BulkString(_)) if echoes(Some(&bare), request_id) => Some(bare),
             // An error reply carries no id: trusted as the scripts' error replies are here.
             Some(error @ Value::ServerError(_)) => Some(error),
             _ => None,

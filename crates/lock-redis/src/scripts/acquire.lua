@@ -6,8 +6,9 @@
 -- ARGV[1] lease in ms (set on a first hold; on a re-entry only if longer than what is left),
 -- ARGV[2] owner field, ARGV[3] '1' to hand out a fencing token ('k': and keep its counter), ARGV[4] request id
 -- Returns {request id, 1, hold count, token or 0} when granted, {request id, 0, pttl} when held
--- by someone else. (Every script echoes the request id first, so the client can tell its reply
--- from another request's.)
+-- by someone else; a first hold without a token, the usual case, answers the bare request id (a
+-- bulk string costs the server less than a table: `LockScript::bare`). (Every script echoes the
+-- request id, so the client can tell its reply from another request's.)
 -- Each branch makes as few calls as it can: a first hold is EXISTS, HSET, PEXPIRE.
 --#include next_fencing_token
 --#include reenter
@@ -19,6 +20,9 @@ if redis.call('exists', KEYS[1]) == 0 then
     local token = next_fencing_token(KEYS[2], ARGV[3], ARGV[1])
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    if token == 0 then
+        return ARGV[4]
+    end
     return {ARGV[4], 1, 1, token}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then

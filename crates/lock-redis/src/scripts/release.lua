@@ -4,8 +4,9 @@
 -- ARGV[1] lease in ms (extends, never shortens, the remaining holds' lease), ARGV[2] owner field,
 -- ARGV[3] release channel, ARGV[4] release message, ARGV[5] how to announce the release
 -- ('p' PUBLISH, 's' SPUBLISH (a cluster's sharded channels), 'b' both), ARGV[6] request id
--- Returns {request id, result}: result -1 when the owner holds nothing (nothing changed), 0 when
--- the lock was freed (and the release published), or the remaining hold count.
+-- Returns {request id, result}: result -1 when the owner holds nothing (nothing changed), or the
+-- remaining hold count; when the lock was freed (and the release published), the usual case,
+-- the bare request id (a bulk string costs the server less than a table: `LockScript::bare`).
 -- The last hold (the usual case) is HGET, DEL, PUBLISH: no count is written for a key that is
 -- deleted next. The announcement: fragments/announce.lua.
 --#include announce
@@ -22,4 +23,4 @@ if tonumber(held) > 1 then
 end
 redis.call('del', KEYS[1])
 announce(ARGV[5], ARGV[3], ARGV[4])
-return {ARGV[6], 0}
+return ARGV[6]

@@ -1,7 +1,9 @@
 //! One lock script and how a call of it is written, and the Lua fragments its source is
 //! assembled from.
 
-use redis::{Cmd, Script};
+use redis::{Cmd, Script, Value};
+
+use crate::wire::reply::echoes;
 
 /// Rules every script that needs them shares, written once in `scripts/fragments/`: a script
 /// names one with a line `--#include <name>`, which [`assemble`] replaces by the fragment (a
@@ -106,11 +108,18 @@ fn splice(source: &str, assembled: &mut String, spliced: &mut Vec<&'static str>)
 
 /// One lock script: sent by hash (`EVALSHA`), or whole (`EVAL`) when the server does not have
 /// it cached, or always whole for the cleanup script (see `scripts::ABANDON`).
+///
+/// A script answers `{request id, items...}`; one with a usual outcome may answer it with the
+/// bare request id instead ([`LockScript::bare`]): a table reply costs the server about 0.5 µs
+/// more per call than a bulk string (Redis 7.0 looks up its `err`/`ok` fields to convert it),
+/// on a release a tenth of its server time.
 pub(crate) struct LockScript {
     script: Script,
     /// The assembled source, sent with `EVAL`.
     source: String,
     always_whole: bool,
+    /// The reply items a bare request id stands for, for a script that answers so.
+    bare: Option<&'static [i64]>,
 }
 
 /// The arguments a lock call's command is sized for: the command and the script, the key count,
@@ -156,6 +165,36 @@ impl LockScript {
             script: Script::new(&source),
             source,
             always_whole: false,
+            bare: None,
+        }
+    }
+
+    /// The same script, which answers its usual outcome `items` with the bare request id (a
+    /// bulk string) instead of `{request id, items...}`.
+    pub(crate) fn bare(mut self, items: &'static [i64]) -> Self {
+        self.bare = Some(items);
+        self
+    }
+
+    /// A reply of this script as its items after the request id, when it is one: `{id,
+    /// items...}`, or the bare id of a script that answers so; any other reply is given back.
+    /// `nonce` is the request id the call sent (`None`: not checked, as in a shared pipeline
+    /// whose `PING` proves its replies).
+    pub(crate) fn reply_items(
+        &self,
+        reply: Value,
+        nonce: Option<u64>,
+    ) -> Result<Vec<Value>, Value> {
+        let proven = |first: Option<&Value>| nonce.is_none_or(|nonce| echoes(first, nonce));
+        match (reply, self.bare) {
+            (Value::Array(mut items), _) if !items.is_empty() && proven(items.first()) => {
+                items.remove(0);
+                Ok(items)
+            }
+            (bare @ Value::BulkString(_), Some(items)) if proven(Some(&bare)) => {
+                Ok(items.iter().copied().map(Value::Int).collect())
+            }
+            (other, _) => Err(other),
         }
     }
 
@@ -262,5 +301,34 @@ mod tests {
                 "{path} floors a token by hand: use next_fencing_token()"
             );
         }
+    }
+
+    #[test]
+    fn a_bare_request_id_stands_for_the_usual_outcome_of_a_script_that_answers_so() {
+        let bulk = |text: &str| Value::BulkString(text.as_bytes().to_vec());
+        let plain = LockScript::new("return {ARGV[1], 0}");
+        let bare = LockScript::new("return ARGV[1]").bare(&[1]);
+        // `{id, items...}` from either, with the right id.
+        let table = Value::Array(vec![bulk("7"), Value::Int(3)]);
+        assert_eq!(
+            plain.reply_items(table.clone(), Some(7)),
+            Ok(vec![Value::Int(3)])
+        );
+        assert_eq!(
+            bare.reply_items(table.clone(), Some(7)),
+            Ok(vec![Value::Int(3)])
+        );
+        // Another request's id is given back (out of step).
+        assert_eq!(bare.reply_items(table.clone(), Some(8)), Err(table));
+        // The bare id: the usual outcome, only for a script that answers so.
+        assert_eq!(
+            bare.reply_items(bulk("7"), Some(7)),
+            Ok(vec![Value::Int(1)])
+        );
+        assert_eq!(bare.reply_items(bulk("8"), Some(7)), Err(bulk("8")));
+        assert_eq!(plain.reply_items(bulk("7"), Some(7)), Err(bulk("7")));
+        // In a shared pipeline the id is not checked (its `PING` proves the replies).
+        assert_eq!(bare.reply_items(bulk("0"), None), Ok(vec![Value::Int(1)]));
+        assert_eq!(bare.reply_items(Value::Int(1), None), Err(Value::Int(1)));
     }
 }

@@ -13,10 +13,13 @@ use crate::wire::lock_script::LockScript;
 
 // The reentrant lock (Redisson's `RLock`: a hash `{owner → hold count}`).
 
+/// Answers its usual outcome, a first hold without a token (granted, 1 hold, token 0), with the
+/// bare request id.
 pub(crate) static ACQUIRE: LazyLock<LockScript> =
-    LazyLock::new(|| LockScript::new(include_str!("../scripts/acquire.lua")));
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/acquire.lua")).bare(&[1, 1, 0]));
+/// Answers its usual outcome, the lock freed (0), with the bare request id.
 pub(crate) static RELEASE: LazyLock<LockScript> =
-    LazyLock::new(|| LockScript::new(include_str!("../scripts/release.lua")));
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/release.lua")).bare(&[0]));
 pub(crate) static RENEW: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/renew.lua")));
 /// Renewals of any slots one cluster node serves, in one script.
@@ -159,8 +162,9 @@ pub(crate) static SEMAPHORE_READ: LazyLock<LockScript> =
 
 pub(crate) static FAST_ACQUIRE_FENCED: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_acquire_fenced.lua")));
+/// Answers its usual outcome, the lock deleted (1), with the bare request id.
 pub(crate) static FAST_RELEASE: LazyLock<LockScript> =
-    LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_release.lua")));
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_release.lua")).bare(&[1]));
 pub(crate) static FAST_RENEW: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_renew.lua")));
 /// Renewals of any slots one cluster node serves, in one script.
