@@ -276,7 +276,7 @@ impl<A: Attempts> Waiter<A> {
         if self.no_wait || matches!(first, Ok(FirstAttempt::Done(Some(_)))) {
             unwon.settled = true;
         }
-        let (mut retry_at, first_error, errors) = match first? {
+        let (retry_at, first_error, errors) = match first? {
             FirstAttempt::Done(granted) => return Ok(granted),
             FirstAttempt::Wait {
                 retry_at,
@@ -285,7 +285,7 @@ impl<A: Attempts> Waiter<A> {
             } => (retry_at, error, errors),
         };
         // After an error the first delay ends early on a notification (see `wait_and_retry`).
-        let first_delay = retry_at.take().map(|at| (at, first_error.is_some()));
+        let first_delay = retry_at.map(|at| (at, first_error.is_some()));
         let waiting_since = Instant::now();
         tracing::debug!("not granted at the first attempt: waiting");
         let waited = async {
