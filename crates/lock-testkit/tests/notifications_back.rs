@@ -17,70 +17,16 @@ use lock_core::backend::{
 use lock_core::{LockOptions, LockState, Locker, MemoryBackend, ReleaseOutcome, Result};
 use tokio::time::Instant;
 
-/// The in-memory store with its notifications switched off and on: while off, every watch is a
-/// [`ReleaseWatch::polling_for_now`] one, as a store's whose notification connection is down.
-#[derive(Clone)]
-struct Switched {
-    inner: MemoryBackend,
-    notifications: Arc<AtomicBool>,
-}
-
 /// How often a wait polls while the notifications are off: long, so a wait that kept polling
 /// would be seen.
 const POLL: Duration = Duration::from_millis(1500);
 
-impl LockBackend for Switched {
-    fn client_id(&self) -> &str {
-        self.inner.client_id()
-    }
-
-    async fn try_acquire(&self, request: AcquireRequest<'_>) -> Result<AcquireOutcome> {
-        self.inner.try_acquire(request).await
-    }
-
-    async fn release(
-        &self,
-        name: &str,
-        owner_field: &str,
-        lease: Duration,
-    ) -> Result<ReleaseOutcome> {
-        self.inner.release(name, owner_field, lease).await
-    }
-
-    async fn renew(&self, renewals: &[Renewal<'_>]) -> Result<Vec<RenewOutcome>> {
-        self.inner.renew(renewals).await
-    }
-
-    async fn abandon(&self, name: &str, owner_field: &str, keep: u32) -> Result<()> {
-        self.inner.abandon(name, owner_field, keep).await
-    }
-
-    async fn force_release(&self, name: &str) -> Result<bool> {
-        self.inner.force_release(name).await
-    }
-
-    async fn inspect(&self, name: &str) -> Result<LockState> {
-        self.inner.inspect(name).await
-    }
-
-    async fn watch_releases(&self, name: &str) -> Result<ReleaseWatch> {
-        if self.notifications.load(Ordering::SeqCst) {
-            self.inner.watch_releases(name).await
-        } else {
-            Ok(ReleaseWatch::polling_for_now(POLL))
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_uses_the_notifications_once_they_are_back() {
-    let store = MemoryBackend::new();
-    let holder = Locker::new(store.new_client());
-    let notifications = Arc::new(AtomicBool::new(false));
-    let waiter = Locker::new(Switched {
-        inner: store.new_client(),
-        notifications: notifications.clone(),
-    });
+    let store = WithHub::new();
+    // One client for both: the holder's release is announced on the waiter's hub.
+    let holder = Locker::new(store.clone());
+    let waiter = Locker::new(store.clone());
     let long = LockOptions::new().fixed_lease(Duration::from_secs(30));
     let held = holder.lock_with("back", &long).await.expect("the holder");
 
@@ -95,7 +41,8 @@ async fn a_wait_uses_the_notifications_once_they_are_back() {
         got_at
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    notifications.store(true, Ordering::SeqCst);
+    // Back, without the hub being told: the wait finds out at its next look.
+    store.notifications.store(true, Ordering::SeqCst);
     // Past the waiter's first look (where it registers again), and well before its next one
     // would be if it still polled.
     tokio::time::sleep(Duration::from_millis(2000)).await;
@@ -110,8 +57,8 @@ async fn a_wait_uses_the_notifications_once_they_are_back() {
 }
 
 /// The in-memory store announcing its releases through a hub of its own, as a networked
-/// backend does: while its notifications are off, watches are the hub's polling-for-now ones,
-/// and turning them on tells the hub they are back.
+/// backend does: while its notifications are off, watches are the hub's polling-for-now ones;
+/// [`WithHub::notifications_on`] turns them on and tells the hub they are back.
 #[derive(Clone)]
 struct WithHub {
     inner: MemoryBackend,
@@ -120,6 +67,15 @@ struct WithHub {
 }
 
 impl WithHub {
+    /// A store whose notifications are off.
+    fn new() -> Self {
+        WithHub {
+            inner: MemoryBackend::new(),
+            hub: ReleaseHub::new(),
+            notifications: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
     fn notifications_on(&self) {
         self.notifications.store(true, Ordering::SeqCst);
         self.hub.notifications_back();
@@ -177,11 +133,7 @@ impl LockBackend for WithHub {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_polling_wait_registers_again_as_soon_as_the_notifications_are_back() {
-    let store = WithHub {
-        inner: MemoryBackend::new(),
-        hub: ReleaseHub::new(),
-        notifications: Arc::new(AtomicBool::new(false)),
-    };
+    let store = WithHub::new();
     // One client for both: the holder's release is announced on the waiter's hub.
     let holder = Locker::new(store.clone());
     let waiter = Locker::new(store.clone());
