@@ -19,12 +19,11 @@ use rand::Rng;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use futures_util::StreamExt;
 use futures_util::future::{BoxFuture, join_all};
-use futures_util::stream::FuturesUnordered;
 
 use crate::fanout::{on_all, partition};
 use crate::quorum::Quorum;
+use crate::steps::NodeSteps;
 use crate::straggler::NodeCalls;
 use crate::watch::Forwarders;
 
@@ -286,7 +285,28 @@ impl<P: Quorum> Composite<P> {
         }
     }
 
-    /// [`Composite::on_node`] on every node at once; the answers in node order.
+    /// Adds `call` to node `index` to `steps`: driven by the step itself when this owner has no
+    /// earlier call on this lock still running there (the usual case: no task, no
+    /// registration), else issued in a task of its own behind those calls
+    /// ([`Composite::on_node`]).
+    fn issue<T: Send + 'static>(
+        &self,
+        steps: &mut NodeSteps<T>,
+        index: usize,
+        wait: Wait,
+        call: BoxFuture<'static, Result<T>>,
+    ) {
+        let (name, owner_field) = (steps.name(), steps.owner());
+        if self.calls.earlier(name, owner_field, index).is_none() {
+            steps.push_inline(index, Box::pin(call.instrument(node_span(index))));
+        } else {
+            let (name, owner_field) = (Arc::clone(name), Arc::clone(owner_field));
+            let answer = self.on_node(index, &name, &owner_field, steps.timeout(), wait, call);
+            steps.push_detached(index, Box::pin(answer));
+        }
+    }
+
+    /// The calls of one step on every node at once; the answers in node order.
     fn on_all_nodes<T: Send + 'static>(
         &self,
         name: &Arc<str>,
@@ -295,16 +315,17 @@ impl<P: Quorum> Composite<P> {
         wait: Wait,
         step: impl Fn(Arc<dyn DynLockBackend>, Arc<str>, Arc<str>) -> BoxFuture<'static, Result<T>>,
     ) -> impl Future<Output = Vec<Result<T>>> + Send + 'static {
-        let calls: Vec<_> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(index, node)| {
-                let call = step(Arc::clone(node), name.clone(), owner_field.clone());
-                self.on_node(index, name, owner_field, timeout, wait, call)
-            })
-            .collect();
-        join_all(calls)
+        let mut steps = NodeSteps::new(
+            Arc::clone(&self.calls),
+            Arc::clone(name),
+            Arc::clone(owner_field),
+            timeout,
+        );
+        for (index, node) in self.nodes.iter().enumerate() {
+            let call = step(Arc::clone(node), name.clone(), owner_field.clone());
+            self.issue(&mut steps, index, wait, call);
+        }
+        steps.all(self.nodes.len())
     }
 }
 
@@ -491,41 +512,43 @@ impl<P: Quorum> LockBackend for Composite<P> {
             waits,
             ..
         } = request;
-        let mut pending: FuturesUnordered<_> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(node, backend)| {
-                let (backend, call_name, call_owner) =
-                    (Arc::clone(backend), name.clone(), owner.clone());
-                let call = Box::pin(async move {
-                    let request = AcquireRequest {
-                        name: &call_name,
-                        owner_field: &call_owner,
-                        lease,
-                        fencing,
-                        known_holds,
-                        waits,
-                    };
-                    let answer = DynLockBackend::try_acquire(backend.as_ref(), request).await;
-                    let answer = level_reentry(backend.as_ref(), request, answer).await;
-                    level_down(backend.as_ref(), request, answer).await
-                });
-                let answer = self.on_node(node, &name, &owner, timeout, Wait::Bounded, call);
-                async move { (node, answer.await) }
-            })
-            .collect();
+        let mut steps = NodeSteps::new(
+            Arc::clone(&self.calls),
+            Arc::clone(&name),
+            Arc::clone(&owner),
+            timeout,
+        );
+        for (node, backend) in self.nodes.iter().enumerate() {
+            let (backend, call_name, call_owner) =
+                (Arc::clone(backend), name.clone(), owner.clone());
+            let call = Box::pin(async move {
+                let request = AcquireRequest {
+                    name: &call_name,
+                    owner_field: &call_owner,
+                    lease,
+                    fencing,
+                    known_holds,
+                    waits,
+                };
+                let answer = DynLockBackend::try_acquire(backend.as_ref(), request).await;
+                let answer = level_reentry(backend.as_ref(), request, answer).await;
+                level_down(backend.as_ref(), request, answer).await
+            });
+            self.issue(&mut steps, node, Wait::Bounded, call);
+        }
         let mut tally = AcquireTally::default();
         let mut granted_on = vec![false; nodes];
-        while let Some((node, answer)) = pending.next().await {
+        while let Some((node, answer)) = steps.next().await {
             granted_on[node] = matches!(answer, Ok(AcquireOutcome::Acquired(_)));
             tally.add(node, answer);
             if tally.grants.len() >= required {
                 break;
             }
         }
-        // The requests not answered yet go on in their tasks.
-        drop(pending);
+        // The requests not answered yet go on in the background; those answered meanwhile
+        // are ended here, so the release right after need not wait for them.
+        steps.finish_ready();
+        drop(steps);
         let elapsed = started.elapsed();
         let validity = request
             .lease

@@ -70,6 +70,7 @@ mod composite;
 mod fanout;
 mod quorum;
 pub mod redlock;
+mod steps;
 mod straggler;
 pub mod telemetry;
 mod watch;

@@ -4,9 +4,11 @@
 //! node (a request already written to the connection), or may never be sent, so what the node
 //! holds would be unknown, and a later call of the same owner could land before it. An undo
 //! landing after the owner's next grant there deletes that grant; a late acquire landing after
-//! its undo leaves a hold nobody counts. So every call runs in a task of its own, registered
-//! here from the moment it is issued until it ends. The composite's decision waits for it only
-//! up to the per-node timeout; the call itself goes on.
+//! its undo leaves a hold nobody counts. So every call runs to its end, and is registered here
+//! for as long as it may still be running after the step that issued it stopped waiting for it:
+//! from the moment it is handed to a task of its own (see [`crate::steps`]: a call the step
+//! polls to its end is never registered) until it ends. The composite's decision waits for it
+//! only up to the per-node timeout; the call itself goes on.
 //!
 //! A later call of the same owner on the same lock and node first waits for the calls before
 //! it there ([`NodeCalls::start`], [`LateRequests::finished`]), so each node sees one owner's
@@ -110,6 +112,44 @@ impl NodeCalls {
             (!earlier.is_empty()).then_some(LateRequests { calls: earlier }),
             entry,
         )
+    }
+
+    /// The calls of `owner` on `name` to `node` still running, that a call issued now must
+    /// wait for; `None` when there are none. No lock when no call is running at all.
+    pub(crate) fn earlier(&self, name: &str, owner: &str, node: usize) -> Option<LateRequests> {
+        if !self.any() {
+            return None;
+        }
+        let map = self.lock();
+        let calls = late_among(map.get(name)?, owner, node);
+        (!calls.is_empty()).then_some(LateRequests { calls })
+    }
+
+    /// Registers a call of `owner` on `name` to `node` that is already running and had no
+    /// earlier calls to wait for (a step's call it stops polling, see [`crate::steps`]).
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        name: &Arc<str>,
+        owner: &Arc<str>,
+        node: usize,
+    ) -> CallEntry {
+        let (ended, receiver) = watch::channel(false);
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut map = self.lock();
+        map.entry(Arc::clone(name)).or_default().push(Running {
+            id,
+            owner: Arc::clone(owner),
+            node,
+            ended: receiver,
+        });
+        self.count.fetch_add(1, Ordering::AcqRel);
+        drop(map);
+        CallEntry {
+            registry: Arc::clone(self),
+            name: Arc::clone(name),
+            id,
+            ended,
+        }
     }
 
     /// Whether any call is running at all: one atomic load, so the common case costs no lock.
