@@ -631,7 +631,8 @@ async fn run_all(
                     w10::run(url, probe, &prefix, &config).await?
                 }
                 (Workload::W4, _) => {
-                    let entrants = w4::connect(node_urls, counts).await?;
+                    let entrants =
+                        w4::only(w4::connect(node_urls, counts).await?, &args.w4.w4_rows);
                     let (warmup, iterations) = (args.w1.pairs.warmup, args.w4.w4_iterations);
                     w4::run(
                         entrants,

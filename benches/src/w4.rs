@@ -40,6 +40,10 @@ pub struct Args {
     /// Measured lock + unlock pairs per row.
     #[arg(long, default_value_t = 5_000)]
     pub w4_iterations: u64,
+    /// Run only these rows (comma list of names as printed, e.g. `redlock-fast-3,rslock-3`):
+    /// to profile one row alone. Ratios and targets whose rows did not run are left out.
+    #[arg(long, value_delimiter = ',')]
+    pub w4_rows: Vec<String>,
 }
 
 impl Args {
@@ -149,6 +153,14 @@ pub async fn connect(urls: &[String], counts: &[usize]) -> Result<Vec<Row>, Benc
         eprintln!("W4: rslock-n rows not built (feature `rslock` is off)");
     }
     Ok(rows)
+}
+
+/// Keeps the rows named in `names` (all of them when `names` is empty).
+pub fn only(mut rows: Vec<Row>, names: &[String]) -> Vec<Row> {
+    if !names.is_empty() {
+        rows.retain(|row| names.iter().any(|name| name == row.name));
+    }
+    rows
 }
 
 /// Runs `warmup` unmeasured pairs per row, then `iterations` measured ones, in chunks of `chunk`

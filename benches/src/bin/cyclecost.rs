@@ -37,6 +37,11 @@ struct Args {
     /// Each task locks the same name every cycle, instead of a fresh one per cycle (as W2).
     #[arg(long)]
     same_name: bool,
+    /// The peer crate rslock on `--url` instead of distlock (`lock` + `unlock`, TTL 30 s): the
+    /// same count for the peer, like for like with `--fast`.
+    #[cfg(feature = "rslock")]
+    #[arg(long, requires = "url")]
+    rslock: bool,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -47,6 +52,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     runtime.block_on(async move {
         let rate = match &args.url {
+            #[cfg(feature = "rslock")]
+            Some(url) if args.rslock => rslock_cycles(url, &args).await?,
             Some(url) => {
                 let kind = if args.fast {
                     LockKind::Fast
@@ -90,6 +97,37 @@ async fn cycles<B: lock_core::LockBackend>(
                 assert_eq!(outcome, ReleaseOutcome::Released, "{name}: a lone holder");
             }
             Ok::<(), lock_core::Error>(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let total = args.tasks as f64 * args.cycles as f64;
+    Ok(total / started.elapsed().as_secs_f64())
+}
+
+/// [`cycles`] with rslock's `LockManager` on one node.
+#[cfg(feature = "rslock")]
+async fn rslock_cycles(url: &str, args: &Args) -> Result<f64, Box<dyn std::error::Error>> {
+    let manager = rslock::LockManager::new(vec![url.to_owned()]);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for task in 0..args.tasks {
+        let (manager, count, same_name) = (manager.clone(), args.cycles, args.same_name);
+        tasks.push(tokio::spawn(async move {
+            for cycle in 0..count {
+                let name = if same_name {
+                    format!("cyclecost:{task}")
+                } else {
+                    format!("cyclecost:{task}:{cycle}")
+                };
+                let lock = manager
+                    .lock(name.as_str(), std::time::Duration::from_secs(30))
+                    .await
+                    .map_err(|error| format!("{name}: {error:?}"))?;
+                manager.unlock(&lock).await;
+            }
+            Ok::<(), String>(())
         }));
     }
     for task in tasks {
