@@ -212,3 +212,91 @@ impl<T: Send + 'static> Drop for NodeSteps<T> {
         self.hand_over();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A call that ends when `go` fires, then notes that it ran to its end.
+    fn held_call(
+        go: tokio::sync::oneshot::Receiver<()>,
+        ended: &Arc<AtomicBool>,
+    ) -> BoxFuture<'static, Result<u32>> {
+        let ended = Arc::clone(ended);
+        Box::pin(async move {
+            let _ = go.await;
+            ended.store(true, Ordering::SeqCst);
+            Ok(7)
+        })
+    }
+
+    #[tokio::test]
+    async fn a_call_answered_in_the_step_is_never_registered() {
+        let registry = Arc::new(NodeCalls::default());
+        let mut steps = NodeSteps::new(
+            Arc::clone(&registry),
+            Arc::from("n"),
+            Arc::from("o"),
+            Duration::from_secs(1),
+        );
+        steps.push_inline(0, Box::pin(async { Ok(1) }));
+        steps.push_inline(1, Box::pin(async { Ok(2) }));
+        let answers = steps.all(2).await;
+        assert_eq!(
+            answers.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+            [1, 2]
+        );
+        assert!(!registry.any());
+    }
+
+    #[tokio::test]
+    async fn a_step_dropped_while_a_call_runs_hands_it_on_and_later_calls_wait_for_it() {
+        let registry = Arc::new(NodeCalls::default());
+        let (go, wait) = tokio::sync::oneshot::channel();
+        let ended = Arc::new(AtomicBool::new(false));
+        let mut steps = NodeSteps::new(
+            Arc::clone(&registry),
+            Arc::from("n"),
+            Arc::from("o"),
+            Duration::from_secs(1),
+        );
+        steps.push_inline(0, Box::pin(async { Ok(1) }));
+        steps.push_inline(1, held_call(wait, &ended));
+        assert_eq!(steps.next().await.map(|(node, _)| node), Some(0));
+        drop(steps);
+        // Registered from the hand-over on, for this owner, name and node only.
+        assert!(registry.earlier("n", "o", 1).is_some());
+        assert!(registry.earlier("n", "o", 0).is_none());
+        assert!(registry.earlier("n", "other", 1).is_none());
+        go.send(()).unwrap();
+        let late = registry.earlier("n", "o", 1).unwrap();
+        assert!(late.finished(Instant::now() + Duration::from_secs(1)).await);
+        assert!(ended.load(Ordering::SeqCst), "the call ran to its end");
+        tokio::task::yield_now().await;
+        assert!(!registry.any(), "forgotten once it ended");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_past_the_deadline_answers_a_timeout_and_goes_on() {
+        let registry = Arc::new(NodeCalls::default());
+        let (go, wait) = tokio::sync::oneshot::channel();
+        let ended = Arc::new(AtomicBool::new(false));
+        let mut steps = NodeSteps::new(
+            Arc::clone(&registry),
+            Arc::from("n"),
+            Arc::from("o"),
+            Duration::from_millis(50),
+        );
+        steps.push_inline(0, held_call(wait, &ended));
+        let (node, answer) = steps.next().await.unwrap();
+        assert_eq!(node, 0);
+        assert!(matches!(answer, Err(Error::Timeout { .. })), "{answer:?}");
+        assert!(steps.next().await.is_none());
+        assert!(registry.earlier("n", "o", 0).is_some(), "still running");
+        go.send(()).unwrap();
+        let late = registry.earlier("n", "o", 0).unwrap();
+        assert!(late.finished(Instant::now() + Duration::from_secs(1)).await);
+        assert!(ended.load(Ordering::SeqCst));
+    }
+}
