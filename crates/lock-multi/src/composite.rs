@@ -23,7 +23,7 @@ use futures_util::future::{BoxFuture, join_all};
 
 use crate::fanout::{on_all, partition};
 use crate::quorum::Quorum;
-use crate::steps::NodeSteps;
+use crate::steps::{NodeSteps, SentAt, behind};
 use crate::straggler::NodeCalls;
 use crate::watch::Forwarders;
 
@@ -210,85 +210,9 @@ enum Wait {
 }
 
 impl<P: Quorum> Composite<P> {
-    /// Issues `call` to node `index` for `owner` on `name`, in a task of its own that is never
-    /// dropped before the call ends (see [`crate::straggler`]): first it waits for this owner's
-    /// earlier calls on this lock and node, as `wait` says. The returned future is the
-    /// decision's view: the node's answer, or [`Error::Timeout`] when it did not come within
-    /// `timeout` (counted from now; a call that waited for earlier ones gets at least half of
-    /// it from its send). Dropping the returned future leaves the call running.
-    ///
-    /// The call is registered here, before this returns, so a call issued after this one, even
-    /// before this one is polled, waits for it.
-    fn on_node<T: Send + 'static>(
-        &self,
-        index: usize,
-        name: &Arc<str>,
-        owner_field: &Arc<str>,
-        timeout: Duration,
-        wait: Wait,
-        call: BoxFuture<'static, Result<T>>,
-    ) -> impl Future<Output = Result<T>> + Send + 'static {
-        let issued = Instant::now();
-        let (earlier, entry) = self.calls.start(name, owner_field, index);
-        let wait_until = issued
-            + match wait {
-                Wait::Bounded => timeout,
-                Wait::Cleanup => CLEANUP_QUEUE_LIMIT,
-            };
-        let (sent, sent_at) = match earlier {
-            Some(_) => {
-                let (sent, sent_at) = tokio::sync::oneshot::channel::<Instant>();
-                (Some(sent), Some(sent_at))
-            }
-            None => (None, None),
-        };
-        let task = tokio::spawn(
-            async move {
-                let _entry = entry;
-                if let Some(earlier) = earlier {
-                    if !earlier.finished(wait_until).await {
-                        // For the decision the node did not answer in time, as if it had been
-                        // sent and timed out.
-                        tracing::debug!(
-                            "not sent: an earlier call of this owner on this lock is still running on the node"
-                        );
-                        return Err(Error::Timeout {
-                            after: wait_until - issued,
-                        });
-                    }
-                    if let Some(sent) = sent {
-                        let _ = sent.send(Instant::now());
-                    }
-                }
-                call.await
-            }
-            .instrument(node_span(index)),
-        );
-        async move {
-            let mut deadline = issued + timeout;
-            if let Some(sent_at) = sent_at {
-                match tokio::time::timeout_at(deadline, sent_at).await {
-                    Ok(Ok(sent_at)) => deadline = deadline.max(sent_at + timeout / 2),
-                    // The task ended without sending: its answer is there in a moment.
-                    Ok(Err(_)) => deadline = deadline.max(Instant::now() + timeout / 2),
-                    // Still waiting for the earlier calls; a cleanup is sent once they end.
-                    Err(_) => return Err(Error::Timeout { after: timeout }),
-                }
-            }
-            match tokio::time::timeout_at(deadline, task).await {
-                Ok(Ok(answer)) => answer,
-                Ok(Err(error)) => Err(Error::ConnectionLost(
-                    format!("the task of the node call ended: {error}").into(),
-                )),
-                Err(_) => Err(Error::Timeout { after: timeout }),
-            }
-        }
-    }
-
-    /// Adds `call` to node `index` to `steps`: driven by the step itself when this owner has no
-    /// earlier call on this lock still running there (the usual case: no task, no
-    /// registration), else issued in a task of its own behind those calls
-    /// ([`Composite::on_node`]).
+    /// Adds `call` to node `index` to `steps`, which polls it (see [`crate::steps`]). When
+    /// this owner has earlier calls on this lock still running on that node, it is sent only
+    /// once they ended, as `wait` says; so no call of an owner overtakes an earlier one there.
     fn issue<T: Send + 'static>(
         &self,
         steps: &mut NodeSteps<T>,
@@ -296,14 +220,19 @@ impl<P: Quorum> Composite<P> {
         wait: Wait,
         call: BoxFuture<'static, Result<T>>,
     ) {
-        let (name, owner_field) = (steps.name(), steps.owner());
-        if self.calls.earlier(name, owner_field, index).is_none() {
-            steps.push_inline(index, Box::pin(call.instrument(node_span(index))));
-        } else {
-            let (name, owner_field) = (Arc::clone(name), Arc::clone(owner_field));
-            let answer = self.on_node(index, &name, &owner_field, steps.timeout(), wait, call);
-            steps.push_detached(index, Box::pin(answer));
-        }
+        let (sent, call) = match self.calls.earlier(steps.name(), steps.owner(), index) {
+            None => (None, call),
+            Some(earlier) => {
+                let wait_until = match wait {
+                    Wait::Bounded => steps.deadline(),
+                    Wait::Cleanup => Instant::now() + CLEANUP_QUEUE_LIMIT,
+                };
+                let sent = SentAt::default();
+                let call = behind(earlier, wait_until, Arc::clone(&sent), call);
+                (Some(sent), call)
+            }
+        };
+        steps.push(index, sent, Box::pin(call.instrument(node_span(index))));
     }
 
     /// The calls of one step on every node at once; the answers in node order.

@@ -1,11 +1,11 @@
 //! One composite step's calls to its nodes, polled by the step itself.
 //!
-//! A node call with nothing to wait for runs inside the step that issued it: no task of its
-//! own and no registration, so a step costs what polling the node backends costs (a task per
-//! node call cost RedLock a cross-thread wake-up per node and call). A call must still never be
-//! dropped before it ends (see [`crate::straggler`]), so one the step stops polling while it
-//! runs — the step has its quorum, the per-node timeout passed, or the step itself was dropped
-//! — is registered with the composite's [`NodeCalls`] at that moment and handed to a task that
+//! Every node call runs inside the step that issued it: no task of its own and no
+//! registration, so a step costs what polling the node backends costs (a task per node call
+//! cost RedLock cross-thread wake-ups on every call). A call must still never be dropped
+//! before it ends (see [`crate::straggler`]), so one the step stops polling while it runs —
+//! the step has its quorum, the call's deadline passed, or the step itself was dropped — is
+//! registered with the composite's [`NodeCalls`] at that moment and handed to a task that
 //! drives it to its end.
 //!
 //! Registering it then, not when it was issued, is enough: the calls that have to wait for it
@@ -15,13 +15,14 @@
 //! of a failed attempt) come after it stopped waiting. A renewal is not ordered so, but it only
 //! lengthens a lease the owner field holds and changes no count.
 //!
-//! A call that has to wait for earlier calls on its node is issued in a task of its own,
-//! registered at once ([`Composite::on_node`](crate::composite)); the step only polls it for
-//! its answer, and dropping that leaves it running.
+//! A call that has to wait for earlier calls still running on its node ([`behind`]) is polled
+//! here too: it waits, then sends. Its answer is waited for until the step's deadline, or half
+//! a per-node timeout after it was sent when that is later, so the wait does not eat the
+//! time its node has to answer.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -32,7 +33,7 @@ use futures_util::stream::FuturesUnordered;
 use lock_core::{Error, Result};
 use tokio::time::{Instant, Sleep};
 
-use crate::straggler::NodeCalls;
+use crate::straggler::{LateRequests, NodeCalls};
 
 /// The node calls of one step of one owner on one lock; answers come back as they arrive.
 pub(crate) struct NodeSteps<T: Send + 'static> {
@@ -44,15 +45,18 @@ pub(crate) struct NodeSteps<T: Send + 'static> {
     calls: FuturesUnordered<Call<T>>,
     /// Armed at the first wait, so a step whose answers are all in costs no timer.
     sleep: Option<Pin<Box<Sleep>>>,
-    /// The nodes whose call was still running at the deadline, to be answered a timeout.
+    /// The nodes whose call was still running at its deadline, to be answered a timeout.
     timed_out: Vec<usize>,
 }
 
-/// One node's call, and whether this step is what drives it.
+/// When a call that waited for earlier calls was sent (see [`behind`]).
+pub(crate) type SentAt = Arc<OnceLock<Instant>>;
+
+/// One node's call.
 struct Call<T> {
     node: usize,
-    /// Polled only here (else: running in a task of its own, and this is its answer).
-    inline: bool,
+    /// Set for a call behind earlier ones, once it is sent.
+    sent: Option<SentAt>,
     future: BoxFuture<'static, Result<T>>,
 }
 
@@ -63,6 +67,30 @@ impl<T> Future for Call<T> {
         let answer = ready!(self.future.as_mut().poll(cx));
         Poll::Ready((self.node, answer))
     }
+}
+
+/// `call`, sent once the `earlier` calls on its node have ended; not sent at all (a timeout
+/// error, as if it had been sent and not answered) when they are still running at
+/// `wait_until`. Marks `sent` when it goes out.
+pub(crate) fn behind<T: Send + 'static>(
+    earlier: LateRequests,
+    wait_until: Instant,
+    sent: SentAt,
+    call: BoxFuture<'static, Result<T>>,
+) -> BoxFuture<'static, Result<T>> {
+    let issued = Instant::now();
+    Box::pin(async move {
+        if !earlier.finished(wait_until).await {
+            tracing::debug!(
+                "not sent: an earlier call of this owner on this lock is still running on the node"
+            );
+            return Err(Error::Timeout {
+                after: wait_until.saturating_duration_since(issued),
+            });
+        }
+        let _ = sent.set(Instant::now());
+        call.await
+    })
 }
 
 impl<T: Send + 'static> NodeSteps<T> {
@@ -95,31 +123,23 @@ impl<T: Send + 'static> NodeSteps<T> {
         &self.owner
     }
 
-    /// The per-node timeout of this step.
-    pub(crate) fn timeout(&self) -> Duration {
-        self.timeout
+    /// When this step's answers are due (a call sent late gets longer, see [`behind`]).
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline
     }
 
-    /// Adds a call to `node` that this step drives: it must have no earlier call to wait for.
-    pub(crate) fn push_inline(&mut self, node: usize, future: BoxFuture<'static, Result<T>>) {
-        self.calls.push(Call {
-            node,
-            inline: true,
-            future,
-        });
+    /// Adds the call to `node`; `sent` when it is a call [`behind`] earlier ones.
+    pub(crate) fn push(
+        &mut self,
+        node: usize,
+        sent: Option<SentAt>,
+        future: BoxFuture<'static, Result<T>>,
+    ) {
+        self.calls.push(Call { node, sent, future });
     }
 
-    /// Adds the answer of a call running in a task of its own, which keeps its own deadline.
-    pub(crate) fn push_detached(&mut self, node: usize, answer: BoxFuture<'static, Result<T>>) {
-        self.calls.push(Call {
-            node,
-            inline: false,
-            future: answer,
-        });
-    }
-
-    /// The next node's answer, [`Error::Timeout`] for a call of this step still running at the
-    /// deadline (which goes on in the background); `None` once every node has answered.
+    /// The next node's answer, [`Error::Timeout`] for a call still running at its deadline
+    /// (which goes on in the background); `None` once every node has answered.
     pub(crate) async fn next(&mut self) -> Option<(usize, Result<T>)> {
         std::future::poll_fn(|cx| self.poll_answer(cx)).await
     }
@@ -153,32 +173,52 @@ impl<T: Send + 'static> NodeSteps<T> {
             if let Poll::Ready(answer) = Pin::new(&mut self.calls).poll_next(cx) {
                 return Poll::Ready(answer);
             }
-            if !self.calls.iter().any(|call| call.inline) {
-                // Only calls with their own deadlines are left.
-                return Poll::Pending;
-            }
             let deadline = self.deadline;
             let sleep = self
                 .sleep
                 .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
             ready!(sleep.as_mut().poll(cx));
-            self.timed_out = self.hand_over();
+            // A deadline passed: the calls past their own are handed on and answered a
+            // timeout; the timer is set again for the others (sent late, see `behind`).
+            let now = Instant::now();
+            let next = self
+                .calls
+                .iter()
+                .map(|call| self.due(call))
+                .filter(|due| *due > now)
+                .min();
+            self.timed_out = self.hand_over(|steps, call| steps.due(call) <= now);
+            if let (Some(next), Some(sleep)) = (next, self.sleep.as_mut()) {
+                sleep.as_mut().reset(next);
+            }
         }
     }
 
-    /// Registers the calls this step drives that are still running and moves them to a task
-    /// that drives them to their end; returns their nodes.
-    fn hand_over(&mut self) -> Vec<usize> {
-        if !self.calls.iter().any(|call| call.inline) {
+    /// When the answer of `call` is due: the step's deadline, or half a timeout after a late
+    /// send.
+    fn due(&self, call: &Call<T>) -> Instant {
+        match call.sent.as_ref().and_then(|sent| sent.get()) {
+            Some(sent) => self.deadline.max(*sent + self.timeout / 2),
+            None => self.deadline,
+        }
+    }
+
+    /// Registers the calls still running that `which` picks and moves them to a task that
+    /// drives them to their end; returns their nodes.
+    fn hand_over(&mut self, which: impl Fn(&Self, &Call<T>) -> bool) -> Vec<usize> {
+        if self.calls.is_empty() {
             return Vec::new();
         }
         let mut running = Vec::new();
         for call in std::mem::take(&mut self.calls) {
-            if call.inline {
+            if which(self, &call) {
                 running.push(call);
             } else {
                 self.calls.push(call);
             }
+        }
+        if running.is_empty() {
+            return Vec::new();
         }
         let nodes = running.iter().map(|call| call.node).collect();
         let calls: Vec<_> = running
@@ -209,7 +249,7 @@ impl<T: Send + 'static> NodeSteps<T> {
 
 impl<T: Send + 'static> Drop for NodeSteps<T> {
     fn drop(&mut self) {
-        self.hand_over();
+        self.hand_over(|_, _| true);
     }
 }
 
@@ -240,8 +280,8 @@ mod tests {
             Arc::from("o"),
             Duration::from_secs(1),
         );
-        steps.push_inline(0, Box::pin(async { Ok(1) }));
-        steps.push_inline(1, Box::pin(async { Ok(2) }));
+        steps.push(0, None, Box::pin(async { Ok(1) }));
+        steps.push(1, None, Box::pin(async { Ok(2) }));
         let answers = steps.all(2).await;
         assert_eq!(
             answers.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
@@ -261,8 +301,8 @@ mod tests {
             Arc::from("o"),
             Duration::from_secs(1),
         );
-        steps.push_inline(0, Box::pin(async { Ok(1) }));
-        steps.push_inline(1, held_call(wait, &ended));
+        steps.push(0, None, Box::pin(async { Ok(1) }));
+        steps.push(1, None, held_call(wait, &ended));
         assert_eq!(steps.next().await.map(|(node, _)| node), Some(0));
         drop(steps);
         // Registered from the hand-over on, for this owner, name and node only.
@@ -288,7 +328,7 @@ mod tests {
             Arc::from("o"),
             Duration::from_millis(50),
         );
-        steps.push_inline(0, held_call(wait, &ended));
+        steps.push(0, None, held_call(wait, &ended));
         let (node, answer) = steps.next().await.unwrap();
         assert_eq!(node, 0);
         assert!(matches!(answer, Err(Error::Timeout { .. })), "{answer:?}");
@@ -298,5 +338,81 @@ mod tests {
         let late = registry.earlier("n", "o", 0).unwrap();
         assert!(late.finished(Instant::now() + Duration::from_secs(1)).await);
         assert!(ended.load(Ordering::SeqCst));
+    }
+
+    /// A step whose call on node 0 is still running, handed on: the registry then holds it.
+    async fn handed_on_call(
+        registry: &Arc<NodeCalls>,
+        ended: &Arc<AtomicBool>,
+    ) -> tokio::sync::oneshot::Sender<()> {
+        let (go, wait) = tokio::sync::oneshot::channel();
+        let mut first = NodeSteps::new(
+            Arc::clone(registry),
+            Arc::from("n"),
+            Arc::from("o"),
+            Duration::from_secs(10),
+        );
+        first.push(0, None, held_call(wait, ended));
+        drop(first);
+        go
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_sent_late_behind_an_earlier_one_gets_half_a_timeout_from_its_send() {
+        let registry = Arc::new(NodeCalls::default());
+        let ended = Arc::new(AtomicBool::new(false));
+        let go = handed_on_call(&registry, &ended).await;
+        let timeout = Duration::from_millis(100);
+        let mut steps = NodeSteps::new(
+            Arc::clone(&registry),
+            Arc::from("n"),
+            Arc::from("o"),
+            timeout,
+        );
+        let earlier = registry.earlier("n", "o", 0).expect("the first call runs");
+        let sent = SentAt::default();
+        let call: BoxFuture<'static, Result<u32>> = Box::pin(async {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            Ok(9)
+        });
+        let call = behind(earlier, steps.deadline(), Arc::clone(&sent), call);
+        steps.push(0, Some(sent), call);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(90)).await;
+            go.send(()).unwrap();
+        });
+        // Sent at 90 ms, answered at 120 ms: past the step's deadline (100 ms), within half a
+        // timeout of its send (140 ms).
+        let (node, answer) = steps.next().await.unwrap();
+        assert_eq!((node, answer.unwrap()), (0, 9));
+        assert!(ended.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_whose_earlier_one_outlives_its_wait_is_not_sent() {
+        let registry = Arc::new(NodeCalls::default());
+        let ended = Arc::new(AtomicBool::new(false));
+        let _go = handed_on_call(&registry, &ended).await;
+        let mut steps = NodeSteps::new(
+            Arc::clone(&registry),
+            Arc::from("n"),
+            Arc::from("o"),
+            Duration::from_millis(100),
+        );
+        let earlier = registry.earlier("n", "o", 0).expect("the first call runs");
+        let sent_flag = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&sent_flag);
+        let sent = SentAt::default();
+        let call: BoxFuture<'static, Result<u32>> = Box::pin(async move {
+            flag.store(true, Ordering::SeqCst);
+            Ok(9)
+        });
+        let call = behind(earlier, steps.deadline(), Arc::clone(&sent), call);
+        steps.push(0, Some(sent), call);
+        let (_, answer) = steps.next().await.unwrap();
+        assert!(matches!(answer, Err(Error::Timeout { .. })), "{answer:?}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!sent_flag.load(Ordering::SeqCst), "never sent");
+        assert!(!ended.load(Ordering::SeqCst), "the earlier call still runs");
     }
 }

@@ -11,7 +11,7 @@
 //! only up to the per-node timeout; the call itself goes on.
 //!
 //! A later call of the same owner on the same lock and node first waits for the calls before
-//! it there ([`NodeCalls::start`], [`LateRequests::finished`]), so each node sees one owner's
+//! it there ([`NodeCalls::earlier`], [`LateRequests::finished`]), so each node sees one owner's
 //! calls on a lock in the order they were issued. Its wait is bounded: an acquire or a release
 //! whose earlier calls are still running after the per-node timeout is not sent at all (that
 //! node counts as failed for it), and a cleanup waits much longer and is sent once they end,
@@ -80,40 +80,6 @@ pub(crate) struct CallEntry {
 }
 
 impl NodeCalls {
-    /// Registers a call of `owner` on `name` to `node`, issued now, and returns the earlier
-    /// calls there it must wait for (`None` when there are none) with its own entry. One lock
-    /// of the registry for both, so no call issued later can come between.
-    pub(crate) fn start(
-        self: &Arc<Self>,
-        name: &Arc<str>,
-        owner: &Arc<str>,
-        node: usize,
-    ) -> (Option<LateRequests>, CallEntry) {
-        let (ended, receiver) = watch::channel(false);
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut map = self.lock();
-        let running = map.entry(Arc::clone(name)).or_default();
-        let earlier = late_among(running, owner, node);
-        running.push(Running {
-            id,
-            owner: Arc::clone(owner),
-            node,
-            ended: receiver,
-        });
-        self.count.fetch_add(1, Ordering::AcqRel);
-        drop(map);
-        let entry = CallEntry {
-            registry: Arc::clone(self),
-            name: Arc::clone(name),
-            id,
-            ended,
-        };
-        (
-            (!earlier.is_empty()).then_some(LateRequests { calls: earlier }),
-            entry,
-        )
-    }
-
     /// The calls of `owner` on `name` to `node` still running, that a call issued now must
     /// wait for; `None` when there are none. No lock when no call is running at all.
     pub(crate) fn earlier(&self, name: &str, owner: &str, node: usize) -> Option<LateRequests> {
