@@ -122,7 +122,12 @@ pub fn targets(rows: &[&Measurement]) -> Vec<Target> {
     for n in ["3", "5"] {
         let peer = format!("rslock-{n}");
         throughput("W4", &format!("redlock-{n}"), &peer, Bound::AtLeast(1.0));
-        throughput("W4", &format!("redlock-fast-{n}"), &peer, Bound::AtLeast(1.0));
+        throughput(
+            "W4",
+            &format!("redlock-fast-{n}"),
+            &peer,
+            Bound::AtLeast(1.0),
+        );
     }
 
     // One statement (one round trip) per step: a lock + unlock is two, as on a bare client.

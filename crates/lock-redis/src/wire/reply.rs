@@ -60,13 +60,30 @@ pub(crate) fn holders(flat: &[String], pttl: i64) -> Result<(Holders, Option<Dur
 /// Whether a script reply's first item is the request id `nonce`.
 pub(crate) fn echoes(first: Option<&Value>, nonce: u64) -> bool {
     match first {
-        Some(Value::BulkString(bytes)) => {
-            std::str::from_utf8(bytes)
-                .ok()
-                .and_then(|text| text.parse::<u64>().ok())
-                == Some(nonce)
-        }
+        Some(Value::BulkString(bytes)) => is_decimal_of(bytes, nonce),
         _ => false,
+    }
+}
+
+/// Whether `bytes` are exactly the decimal digits of `n` (no sign, no leading zero): compared
+/// digit by digit from the end, which costs a fraction of parsing (every call checks one).
+fn is_decimal_of(bytes: &[u8], mut n: u64) -> bool {
+    let mut at = bytes.len();
+    loop {
+        let Some(last) = at.checked_sub(1) else {
+            return false;
+        };
+        at = last;
+        // `n % 10` is a single digit.
+        #[allow(clippy::cast_possible_truncation)]
+        let digit = b'0' + (n % 10) as u8;
+        if bytes[at] != digit {
+            return false;
+        }
+        n /= 10;
+        if n == 0 {
+            return at == 0;
+        }
     }
 }
 
@@ -115,4 +132,28 @@ pub(crate) fn rand_start() -> u64 {
     #[allow(clippy::cast_possible_truncation)] // only the low bits matter
     let start = nanos as u64;
     start & ((1 << 62) - 1)
+}
+
+#[cfg(test)]
+mod decimal_tests {
+    use super::*;
+
+    #[test]
+    fn an_echo_is_exactly_the_decimal_digits_of_the_id() {
+        let echo = |text: &str, nonce| echoes(Some(&Value::BulkString(text.into())), nonce);
+        assert!(echo("0", 0));
+        assert!(echo("7", 7));
+        assert!(echo("4611686018427387903", (1 << 62) - 1));
+        assert!(echo("18446744073709551615", u64::MAX));
+        assert!(!echo("", 0));
+        assert!(!echo("07", 7));
+        assert!(!echo("17", 7));
+        assert!(!echo("8", 7));
+        assert!(!echo("-7", 7));
+        assert!(!echo("1844674407370955161", u64::MAX));
+        assert!(!echo("118446744073709551615", u64::MAX));
+        assert!(!echo("12 ", 12));
+        assert!(!echoes(Some(&Value::Int(7)), 7));
+        assert!(!echoes(None, 7));
+    }
 }
