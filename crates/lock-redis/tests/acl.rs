@@ -590,12 +590,15 @@ fn the_reentrant_lock_needs_every_grant_of_its_lines() {
             LockKind::Reentrant,
             false,
             |grant| match grant {
+                // Every acquire reads the time left first (`PTTL`): a first hold needs it.
                 "~orders:*"
                 | "~redisson_lock_token:{orders:*"
-                | "+exists"
+                | "+pttl"
                 | "+hset"
                 | "+pexpire" => Seen::Refused("lock"),
-                "+hexists" | "+hincrby" | "+pttl" => Seen::Refused("re-enter"),
+                "+hexists" | "+hincrby" => Seen::Refused("re-enter"),
+                // Only the cleanup looks whether the hash exists.
+                "+exists" => Seen::Refused("abandon"),
                 "+hget" => Seen::Refused("release one hold"),
                 "+type" => Seen::Refused("renew"),
                 "+hgetall" => Seen::Refused("state"),
@@ -651,9 +654,14 @@ fn fencing_tokens_need_their_line() {
                 kind,
                 true,
                 |grant| match grant {
-                    "~redisson_lock_token:{orders:*" | "+exists" | "+time" | "+get" | "+set" => {
+                    "~redisson_lock_token:{orders:*" | "+time" | "+get" | "+set" => {
                         Seen::Refused("lock")
                     }
+                    // The fast lock's fenced acquire looks whether the key exists; the
+                    // reentrant acquire reads its time left instead, and only its cleanup
+                    // looks.
+                    "+exists" if kind == LockKind::Fast => Seen::Refused("lock"),
+                    "+exists" => Seen::Refused("abandon"),
                     other => panic!("no expectation for {other}"),
                 },
             )

@@ -9,13 +9,16 @@
 -- by someone else; a first hold without a token, the usual case, answers the bare request id (a
 -- bulk string costs the server less than a table: `LockScript::bare`). (Every script echoes the
 -- request id, so the client can tell its reply from another request's.)
--- Each branch makes as few calls as it can: a first hold is EXISTS, HSET, PEXPIRE.
+-- Each branch makes as few calls as it can: a first hold is PTTL, HSET, PEXPIRE; a refusal
+-- PTTL, HEXISTS (the TTL it answers is the one read first: one script, nothing in between); a
+-- re-entry PTTL, HEXISTS and its writes.
 --#include next_fencing_token
 --#include reenter
 
 -- The token comes before any write: if its key is unusable (WRONGTYPE), the script fails
 -- before writing.
-if redis.call('exists', KEYS[1]) == 0 then
+local pttl = redis.call('pttl', KEYS[1])
+if pttl == -2 then
     -- A first hold: a new key has no expiry yet, so the lease is set as it is.
     local token = next_fencing_token(KEYS[2], ARGV[3], ARGV[1])
     redis.call('hset', KEYS[1], ARGV[2], 1)
@@ -30,4 +33,4 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     local count, token = reenter(KEYS[1], ARGV[2], ARGV[1], KEYS[2], ARGV[3])
     return {ARGV[4], 1, count, token}
 end
-return {ARGV[4], 0, redis.call('pttl', KEYS[1])}
+return {ARGV[4], 0, pttl}
