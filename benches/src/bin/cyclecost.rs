@@ -81,51 +81,55 @@ async fn cycles<B: lock_core::LockBackend>(
     locker: Locker<B>,
     args: &Args,
 ) -> Result<f64, Box<dyn std::error::Error>> {
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for task in 0..args.tasks {
-        let (locker, count, same_name) = (locker.clone(), args.cycles, args.same_name);
-        tasks.push(tokio::spawn(async move {
-            for cycle in 0..count {
-                let name = if same_name {
-                    format!("cyclecost:{task}")
-                } else {
-                    format!("cyclecost:{task}:{cycle}")
-                };
-                let guard = locker.lock(&name).await?;
-                let outcome = guard.release().await?;
-                assert_eq!(outcome, ReleaseOutcome::Released, "{name}: a lone holder");
-            }
-            Ok::<(), lock_core::Error>(())
-        }));
-    }
-    for task in tasks {
-        task.await??;
-    }
-    let total = args.tasks as f64 * args.cycles as f64;
-    Ok(total / started.elapsed().as_secs_f64())
+    per_task(args, move |name| {
+        let locker = locker.clone();
+        async move {
+            let guard = locker.lock(&name).await.map_err(|e| e.to_string())?;
+            let outcome = guard.release().await.map_err(|e| e.to_string())?;
+            assert_eq!(outcome, ReleaseOutcome::Released, "{name}: a lone holder");
+            Ok(())
+        }
+    })
+    .await
 }
 
 /// [`cycles`] with rslock's `LockManager` on one node.
 #[cfg(feature = "rslock")]
 async fn rslock_cycles(url: &str, args: &Args) -> Result<f64, Box<dyn std::error::Error>> {
     let manager = rslock::LockManager::new(vec![url.to_owned()]);
+    per_task(args, move |name| {
+        let manager = manager.clone();
+        async move {
+            let lock = manager
+                .lock(name.as_str(), std::time::Duration::from_secs(30))
+                .await
+                .map_err(|error| format!("{name}: {error:?}"))?;
+            manager.unlock(&lock).await;
+            Ok(())
+        }
+    })
+    .await
+}
+
+/// `--tasks` tasks each running `cycle` on `--cycles` names in a row (the same one with
+/// `--same-name`); returns cycles per second.
+async fn per_task<F, Fut>(args: &Args, cycle: F) -> Result<f64, Box<dyn std::error::Error>>
+where
+    F: Fn(String) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), String>> + Send,
+{
     let started = Instant::now();
     let mut tasks = Vec::new();
     for task in 0..args.tasks {
-        let (manager, count, same_name) = (manager.clone(), args.cycles, args.same_name);
+        let (cycle, count, same_name) = (cycle.clone(), args.cycles, args.same_name);
         tasks.push(tokio::spawn(async move {
-            for cycle in 0..count {
+            for n in 0..count {
                 let name = if same_name {
                     format!("cyclecost:{task}")
                 } else {
-                    format!("cyclecost:{task}:{cycle}")
+                    format!("cyclecost:{task}:{n}")
                 };
-                let lock = manager
-                    .lock(name.as_str(), std::time::Duration::from_secs(30))
-                    .await
-                    .map_err(|error| format!("{name}: {error:?}"))?;
-                manager.unlock(&lock).await;
+                cycle(name).await?;
             }
             Ok::<(), String>(())
         }));

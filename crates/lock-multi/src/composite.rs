@@ -220,7 +220,8 @@ impl<P: Quorum> Composite<P> {
         wait: Wait,
         call: BoxFuture<'static, Result<T>>,
     ) {
-        let (sent, call) = match self.calls.earlier(steps.name(), steps.owner(), index) {
+        let (name, owner) = (steps.name(), steps.owner());
+        let (sent, call) = match self.calls.late([(&**name, &**owner)], index) {
             None => (None, call),
             Some(earlier) => {
                 let wait_until = match wait {
@@ -235,6 +236,21 @@ impl<P: Quorum> Composite<P> {
         steps.push(index, sent, Box::pin(call.instrument(node_span(index))));
     }
 
+    /// The node calls of a step of `owner_field` on `name`, issued now.
+    fn steps<T: Send + 'static>(
+        &self,
+        name: &Arc<str>,
+        owner_field: &Arc<str>,
+        timeout: Duration,
+    ) -> NodeSteps<T> {
+        NodeSteps::new(
+            Arc::clone(&self.calls),
+            Arc::clone(name),
+            Arc::clone(owner_field),
+            timeout,
+        )
+    }
+
     /// The calls of one step on every node at once; the answers in node order.
     fn on_all_nodes<T: Send + 'static>(
         &self,
@@ -244,12 +260,7 @@ impl<P: Quorum> Composite<P> {
         wait: Wait,
         step: impl Fn(Arc<dyn DynLockBackend>, Arc<str>, Arc<str>) -> BoxFuture<'static, Result<T>>,
     ) -> impl Future<Output = Vec<Result<T>>> + Send + 'static {
-        let mut steps = NodeSteps::new(
-            Arc::clone(&self.calls),
-            Arc::clone(name),
-            Arc::clone(owner_field),
-            timeout,
-        );
+        let mut steps = self.steps(name, owner_field, timeout);
         for (index, node) in self.nodes.iter().enumerate() {
             let call = step(Arc::clone(node), name.clone(), owner_field.clone());
             self.issue(&mut steps, index, wait, call);
@@ -441,12 +452,7 @@ impl<P: Quorum> LockBackend for Composite<P> {
             waits,
             ..
         } = request;
-        let mut steps = NodeSteps::new(
-            Arc::clone(&self.calls),
-            Arc::clone(&name),
-            Arc::clone(&owner),
-            timeout,
-        );
+        let mut steps = self.steps(&name, &owner, timeout);
         for (node, backend) in self.nodes.iter().enumerate() {
             let (backend, call_name, call_owner) =
                 (Arc::clone(backend), name.clone(), owner.clone());

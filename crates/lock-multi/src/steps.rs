@@ -258,6 +258,33 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
 
+    /// A step of owner `o` on lock `n`, its calls answered within `timeout`.
+    fn step(registry: &Arc<NodeCalls>, timeout: Duration) -> NodeSteps<u32> {
+        NodeSteps::new(
+            Arc::clone(registry),
+            Arc::from("n"),
+            Arc::from("o"),
+            timeout,
+        )
+    }
+
+    /// The calls of `o` on `n` still running on `node`.
+    fn late(registry: &NodeCalls, node: usize) -> Option<LateRequests> {
+        registry.late([("n", "o")], node)
+    }
+
+    /// Adds `call` to node 0 of `steps`, behind the call of `o` on `n` still running there.
+    fn push_behind(
+        registry: &NodeCalls,
+        steps: &mut NodeSteps<u32>,
+        call: BoxFuture<'static, Result<u32>>,
+    ) {
+        let earlier = late(registry, 0).expect("the first call runs");
+        let sent = SentAt::default();
+        let call = behind(earlier, steps.deadline(), Arc::clone(&sent), call);
+        steps.push(0, Some(sent), call);
+    }
+
     /// A call that ends when `go` fires, then notes that it ran to its end.
     fn held_call(
         go: tokio::sync::oneshot::Receiver<()>,
@@ -274,12 +301,7 @@ mod tests {
     #[tokio::test]
     async fn a_call_answered_in_the_step_is_never_registered() {
         let registry = Arc::new(NodeCalls::default());
-        let mut steps = NodeSteps::new(
-            Arc::clone(&registry),
-            Arc::from("n"),
-            Arc::from("o"),
-            Duration::from_secs(1),
-        );
+        let mut steps = step(&registry, Duration::from_secs(1));
         steps.push(0, None, Box::pin(async { Ok(1) }));
         steps.push(1, None, Box::pin(async { Ok(2) }));
         let answers = steps.all(2).await;
@@ -295,22 +317,17 @@ mod tests {
         let registry = Arc::new(NodeCalls::default());
         let (go, wait) = tokio::sync::oneshot::channel();
         let ended = Arc::new(AtomicBool::new(false));
-        let mut steps = NodeSteps::new(
-            Arc::clone(&registry),
-            Arc::from("n"),
-            Arc::from("o"),
-            Duration::from_secs(1),
-        );
+        let mut steps = step(&registry, Duration::from_secs(1));
         steps.push(0, None, Box::pin(async { Ok(1) }));
         steps.push(1, None, held_call(wait, &ended));
         assert_eq!(steps.next().await.map(|(node, _)| node), Some(0));
         drop(steps);
         // Registered from the hand-over on, for this owner, name and node only.
-        assert!(registry.earlier("n", "o", 1).is_some());
-        assert!(registry.earlier("n", "o", 0).is_none());
-        assert!(registry.earlier("n", "other", 1).is_none());
+        assert!(late(&registry, 1).is_some());
+        assert!(late(&registry, 0).is_none());
+        assert!(registry.late([("n", "other")], 1).is_none());
         go.send(()).unwrap();
-        let late = registry.earlier("n", "o", 1).unwrap();
+        let late = late(&registry, 1).unwrap();
         assert!(late.finished(Instant::now() + Duration::from_secs(1)).await);
         assert!(ended.load(Ordering::SeqCst), "the call ran to its end");
         tokio::task::yield_now().await;
@@ -322,20 +339,15 @@ mod tests {
         let registry = Arc::new(NodeCalls::default());
         let (go, wait) = tokio::sync::oneshot::channel();
         let ended = Arc::new(AtomicBool::new(false));
-        let mut steps = NodeSteps::new(
-            Arc::clone(&registry),
-            Arc::from("n"),
-            Arc::from("o"),
-            Duration::from_millis(50),
-        );
+        let mut steps = step(&registry, Duration::from_millis(50));
         steps.push(0, None, held_call(wait, &ended));
         let (node, answer) = steps.next().await.unwrap();
         assert_eq!(node, 0);
         assert!(matches!(answer, Err(Error::Timeout { .. })), "{answer:?}");
         assert!(steps.next().await.is_none());
-        assert!(registry.earlier("n", "o", 0).is_some(), "still running");
+        assert!(late(&registry, 0).is_some(), "still running");
         go.send(()).unwrap();
-        let late = registry.earlier("n", "o", 0).unwrap();
+        let late = late(&registry, 0).unwrap();
         assert!(late.finished(Instant::now() + Duration::from_secs(1)).await);
         assert!(ended.load(Ordering::SeqCst));
     }
@@ -346,12 +358,7 @@ mod tests {
         ended: &Arc<AtomicBool>,
     ) -> tokio::sync::oneshot::Sender<()> {
         let (go, wait) = tokio::sync::oneshot::channel();
-        let mut first = NodeSteps::new(
-            Arc::clone(registry),
-            Arc::from("n"),
-            Arc::from("o"),
-            Duration::from_secs(10),
-        );
+        let mut first = step(registry, Duration::from_secs(10));
         first.push(0, None, held_call(wait, ended));
         drop(first);
         go
@@ -363,20 +370,12 @@ mod tests {
         let ended = Arc::new(AtomicBool::new(false));
         let go = handed_on_call(&registry, &ended).await;
         let timeout = Duration::from_millis(100);
-        let mut steps = NodeSteps::new(
-            Arc::clone(&registry),
-            Arc::from("n"),
-            Arc::from("o"),
-            timeout,
-        );
-        let earlier = registry.earlier("n", "o", 0).expect("the first call runs");
-        let sent = SentAt::default();
-        let call: BoxFuture<'static, Result<u32>> = Box::pin(async {
+        let mut steps = step(&registry, timeout);
+        let call = Box::pin(async {
             tokio::time::sleep(Duration::from_millis(30)).await;
             Ok(9)
         });
-        let call = behind(earlier, steps.deadline(), Arc::clone(&sent), call);
-        steps.push(0, Some(sent), call);
+        push_behind(&registry, &mut steps, call);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(90)).await;
             go.send(()).unwrap();
@@ -393,22 +392,14 @@ mod tests {
         let registry = Arc::new(NodeCalls::default());
         let ended = Arc::new(AtomicBool::new(false));
         let _go = handed_on_call(&registry, &ended).await;
-        let mut steps = NodeSteps::new(
-            Arc::clone(&registry),
-            Arc::from("n"),
-            Arc::from("o"),
-            Duration::from_millis(100),
-        );
-        let earlier = registry.earlier("n", "o", 0).expect("the first call runs");
+        let mut steps = step(&registry, Duration::from_millis(100));
         let sent_flag = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&sent_flag);
-        let sent = SentAt::default();
-        let call: BoxFuture<'static, Result<u32>> = Box::pin(async move {
+        let call = Box::pin(async move {
             flag.store(true, Ordering::SeqCst);
             Ok(9)
         });
-        let call = behind(earlier, steps.deadline(), Arc::clone(&sent), call);
-        steps.push(0, Some(sent), call);
+        push_behind(&registry, &mut steps, call);
         let (_, answer) = steps.next().await.unwrap();
         assert!(matches!(answer, Err(Error::Timeout { .. })), "{answer:?}");
         tokio::time::sleep(Duration::from_secs(1)).await;

@@ -11,7 +11,7 @@
 //! only up to the per-node timeout; the call itself goes on.
 //!
 //! A later call of the same owner on the same lock and node first waits for the calls before
-//! it there ([`NodeCalls::earlier`], [`LateRequests::finished`]), so each node sees one owner's
+//! it there ([`NodeCalls::late`], [`LateRequests::finished`]), so each node sees one owner's
 //! calls on a lock in the order they were issued. Its wait is bounded: an acquire or a release
 //! whose earlier calls are still running after the per-node timeout is not sent at all (that
 //! node counts as failed for it), and a cleanup waits much longer and is sent once they end,
@@ -80,19 +80,8 @@ pub(crate) struct CallEntry {
 }
 
 impl NodeCalls {
-    /// The calls of `owner` on `name` to `node` still running, that a call issued now must
-    /// wait for; `None` when there are none. No lock when no call is running at all.
-    pub(crate) fn earlier(&self, name: &str, owner: &str, node: usize) -> Option<LateRequests> {
-        if !self.any() {
-            return None;
-        }
-        let map = self.lock();
-        let calls = late_among(map.get(name)?, owner, node);
-        (!calls.is_empty()).then_some(LateRequests { calls })
-    }
-
-    /// Registers a call of `owner` on `name` to `node` that is already running and had no
-    /// earlier calls to wait for (a step's call it stops polling, see [`crate::steps`]).
+    /// Registers a call of `owner` on `name` to `node` that a step stops polling while it
+    /// runs (see [`crate::steps`]), until the returned entry is dropped.
     pub(crate) fn register(
         self: &Arc<Self>,
         name: &Arc<str>,
