@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use lock_core::{LockOptions, Locker, Permits};
 use lock_redis::RedisBackend;
 use lock_redis::redis::{self, aio::MultiplexedConnection};
-use lock_testkit::conformance::{fresh_name, run};
+use lock_testkit::conformance::{LeaseWindow, fresh_name, run};
 use lock_testkit::{RedisServer, SharedFixture};
 
 /// How long a woken waiter may take to get its permit: well under the one-second re-check that
@@ -464,24 +464,18 @@ fn expired_permits_are_taken_back_both_ways() {
         // Redisson's permit expires: ours takes it back.
         let lease = Duration::from_millis(500);
         let theirs = redisson_id();
-        assert_eq!(
-            redisson.try_acquire(theirs, Some(lease)).await,
-            Acquired::Taken
-        );
-        let taken_at = Instant::now();
+        let (taken, window) =
+            LeaseWindow::of(lease, redisson.try_acquire(theirs, Some(lease))).await;
+        assert_eq!(taken, Acquired::Taken);
         assert!(ours.try_acquire().await.expect("try").is_none());
         let mine = tokio::time::timeout(Duration::from_secs(5), ours.acquire())
             .await
             .expect("the expired permit comes back")
             .expect("acquire");
-        let after = taken_at.elapsed();
-        assert!(
-            after >= lease - Duration::from_millis(50),
-            "taken back early: {after:?}"
-        );
-        assert!(
-            after < lease + Duration::from_millis(1000),
-            "taken back late: {after:?}"
+        window.assert_taken_over(
+            tokio::time::Instant::now(),
+            Duration::from_millis(1000),
+            "Redisson's expired permit",
         );
         assert!(!redisson.try_release(theirs).await, "no longer Redisson's");
         assert_eq!(redisson.acquired_permits().await, 1);

@@ -50,6 +50,77 @@ pub trait Harness: Send + Sync + 'static {
     }
 }
 
+/// When a lease granted by one call can run out, as a test sees it: the store started the
+/// lease after the call was `sent` and before it returned (`granted`). On a loaded machine the
+/// two are tens of milliseconds apart, so "not taken over early" is measured from `sent` and
+/// "not taken over late" from `granted`; either from the other would fail by load alone.
+///
+/// ```
+/// use std::time::Duration;
+/// use lock_core::{LockOptions, Locker, MemoryBackend};
+/// use lock_testkit::conformance::{LeaseWindow, run};
+/// use tokio::time::Instant;
+///
+/// run(async {
+///     let store = MemoryBackend::new();
+///     let crashed = Locker::new(store.new_client());
+///     let next = Locker::new(store.new_client());
+///     let lease = Duration::from_millis(100);
+///     let options = LockOptions::new().fixed_lease(lease);
+///     let (guard, window) = LeaseWindow::of(lease, crashed.lock_with("job", &options)).await;
+///     std::mem::forget(guard.expect("lock")); // never released: as if its process died
+///     let taken = next.lock("job").await.expect("lock");
+///     window.assert_taken_over(Instant::now(), Duration::from_secs(1), "the crashed hold");
+///     drop(taken);
+/// });
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseWindow {
+    sent: Instant,
+    granted: Instant,
+    lease: Duration,
+}
+
+impl LeaseWindow {
+    /// Runs `call`, which takes a lease of `lease`, and notes when it was sent and when it
+    /// returned.
+    pub async fn of<T>(lease: Duration, call: impl Future<Output = T>) -> (T, Self) {
+        let sent = Instant::now();
+        let result = call.await;
+        let granted = Instant::now();
+        (
+            result,
+            Self {
+                sent,
+                granted,
+                lease,
+            },
+        )
+    }
+
+    /// Asserts that a takeover seen at `at` came after the lease could have run out on the
+    /// store (less a few milliseconds for its millisecond clock) and within `slack` of when it
+    /// had surely run out.
+    ///
+    /// # Panics
+    ///
+    /// When the takeover came early or late; the message names `what` was taken over.
+    pub fn assert_taken_over(&self, at: Instant, slack: Duration, what: &str) {
+        let since_sent = at.duration_since(self.sent);
+        assert!(
+            since_sent + Duration::from_millis(5) >= self.lease,
+            "{what} taken over early: {since_sent:?} after the call was sent, lease {:?}",
+            self.lease
+        );
+        let since_granted = at.duration_since(self.granted);
+        assert!(
+            since_granted < self.lease + slack,
+            "{what} taken over late: {since_granted:?} after the grant, lease {:?}",
+            self.lease
+        );
+    }
+}
+
 /// A lock name no other case uses.
 #[must_use]
 pub fn fresh_name(case: &str) -> String {

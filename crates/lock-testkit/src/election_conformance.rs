@@ -24,7 +24,7 @@ use std::time::Duration;
 use lock_core::{Election, ElectionBackend, Error, LeaseLoss, LockOptions, Locker};
 use tokio::time::{Instant, sleep, timeout};
 
-use crate::conformance::{Harness, fresh_name};
+use crate::conformance::{Harness, LeaseWindow, fresh_name};
 
 /// How long a waiting candidate or an observer may take to see a change: well under the
 /// one-second re-reads that would find it without any announcement.
@@ -107,25 +107,18 @@ where
     let crashed = election_of(harness, &name).await;
     let lease = Duration::from_millis(600);
     let options = LockOptions::new().fixed_lease(lease);
-    let leadership = crashed
-        .campaign_with("crashed", &options)
-        .await
-        .expect("campaign");
-    let elected_at = Instant::now();
-    std::mem::forget(leadership);
+    let (leadership, window) =
+        LeaseWindow::of(lease, crashed.campaign_with("crashed", &options)).await;
+    std::mem::forget(leadership.expect("campaign"));
     let next = election_of(harness, &name).await;
     let won = timeout(Duration::from_secs(5), next.campaign("next"))
         .await
         .expect("replaced")
         .expect("campaign");
-    let after = elected_at.elapsed();
-    assert!(
-        after >= lease - Duration::from_millis(50),
-        "replaced early: {after:?}"
-    );
-    assert!(
-        after < lease + Duration::from_millis(1500),
-        "replaced late: {after:?}"
+    window.assert_taken_over(
+        Instant::now(),
+        Duration::from_millis(1500),
+        "the leadership",
     );
     let leader = next.leader().await.expect("leader").expect("next leads");
     assert_eq!(leader.value, "next");

@@ -24,7 +24,7 @@ use std::time::Duration;
 use lock_core::{Error, LeaseLoss, LockOptions, Locker, PermitBackend, Permits};
 use tokio::time::{Instant, sleep, timeout};
 
-use crate::conformance::{Harness, fresh_name};
+use crate::conformance::{Harness, LeaseWindow, fresh_name};
 
 /// How long a waiter may take to get a permit given back: well under its one-second
 /// re-check.
@@ -148,23 +148,14 @@ where
     assert!(crashed.try_set_permits(1).await.expect("set"));
     let lease = Duration::from_millis(600);
     let options = LockOptions::new().fixed_lease(lease);
-    let permit = crashed.acquire_with(&options).await.expect("acquire");
-    let taken_at = Instant::now();
+    let (permit, window) = LeaseWindow::of(lease, crashed.acquire_with(&options)).await;
     // Neither released nor renewed: as if its process died.
-    std::mem::forget(permit);
+    std::mem::forget(permit.expect("acquire"));
     let got = timeout(Duration::from_secs(5), waiting.acquire())
         .await
         .expect("the permit comes back")
         .expect("acquire");
-    let after = taken_at.elapsed();
-    assert!(
-        after >= lease - Duration::from_millis(50),
-        "taken back early: {after:?}"
-    );
-    assert!(
-        after < lease + Duration::from_millis(1500),
-        "taken back late: {after:?}"
-    );
+    window.assert_taken_over(Instant::now(), Duration::from_millis(1500), "the permit");
     assert!(got.release().await.expect("release").was_held());
     assert_eq!(waiting.state().await.expect("state").available, Some(1));
 }

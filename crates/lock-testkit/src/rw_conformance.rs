@@ -36,7 +36,7 @@ use lock_core::{
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, timeout};
 
-use crate::conformance::{Harness, fresh_name};
+use crate::conformance::{Harness, LeaseWindow, fresh_name};
 
 /// How long a woken waiter may take to get the lock: well under a second, and far under the
 /// holders' 20 s leases that would let it in without any wake-up.
@@ -582,24 +582,20 @@ where
                 .fixed_lease(lease)
                 .owner(Owner::new())
                 .no_wait();
-            let guard = rw(&locks, &name).read_with(&options).await.expect("read");
-            std::mem::forget(guard);
-            Instant::now()
+            let (guard, window) =
+                LeaseWindow::of(lease, rw(&locks, &name).read_with(&options)).await;
+            std::mem::forget(guard.expect("read"));
+            window
         }
     };
     let bound = LockOptions::new().wait(PATIENCE);
 
     // Alone: the writer gets in when the crashed reader's lease ends.
     let name = fresh_name("rw-crash-alone");
-    let crashed_at = crash(&a, name.clone()).await;
+    let crashed = crash(&a, name.clone()).await;
     assert!(rw(&w, &name).try_write().await.expect("try").is_none());
     let writing = rw(&w, &name).write_with(&bound).await.expect("write");
-    let waited = crashed_at.elapsed();
-    assert!(
-        waited >= lease - Duration::from_millis(100),
-        "in before the lease ended: {waited:?}"
-    );
-    assert!(waited < lease + HAND_OFF, "took {waited:?}");
+    crashed.assert_taken_over(Instant::now(), HAND_OFF, "the crashed reader's hold");
     assert!(writing.release().await.expect("release").was_held());
 
     // Among readers that leave after its lease: free as soon as the last of them leaves.
@@ -631,18 +627,17 @@ where
     // Among readers that leave before its lease ends: its lease still counts, and no longer.
     let name = fresh_name("rw-crash-outlives");
     let other = rw(&b, &name).read_with(&long()).await.expect("read");
-    let crashed_at = crash(&a, name.clone()).await;
+    let crashed = crash(&a, name.clone()).await;
     assert_eq!(
         other.release().await.expect("release"),
         ReleaseOutcome::Released
     );
     let writing = rw(&w, &name).write_with(&bound).await.expect("write");
-    let waited = crashed_at.elapsed();
-    assert!(
-        waited >= lease - Duration::from_millis(100),
-        "in before the crashed reader's lease ended: {waited:?}"
+    crashed.assert_taken_over(
+        Instant::now(),
+        HAND_OFF,
+        "the crashed reader's hold (among others)",
     );
-    assert!(waited < lease + HAND_OFF, "took {waited:?}");
     assert!(writing.release().await.expect("release").was_held());
     assert_free(&w, &name).await;
 
@@ -653,23 +648,18 @@ where
         .write_with(&long().owner(owner))
         .await
         .expect("write");
-    let reading = rw(&a, &name)
-        .read_with(&LockOptions::new().fixed_lease(lease).owner(owner))
-        .await
-        .expect("downgrade");
-    let crashed_at = Instant::now();
-    std::mem::forget(reading);
+    let (reading, crashed) = LeaseWindow::of(
+        lease,
+        rw(&a, &name).read_with(&LockOptions::new().fixed_lease(lease).owner(owner)),
+    )
+    .await;
+    std::mem::forget(reading.expect("downgrade"));
     assert_eq!(
         writing.release().await.expect("release"),
         ReleaseOutcome::Released
     );
     let writing = rw(&w, &name).write_with(&bound).await.expect("write");
-    let waited = crashed_at.elapsed();
-    assert!(
-        waited >= lease - Duration::from_millis(100),
-        "in before the downgraded reader's lease ended: {waited:?}"
-    );
-    assert!(waited < lease + HAND_OFF, "took {waited:?}");
+    crashed.assert_taken_over(Instant::now(), HAND_OFF, "the downgraded reader's hold");
     assert!(writing.release().await.expect("release").was_held());
     assert_free(&w, &name).await;
 }
