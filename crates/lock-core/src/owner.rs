@@ -7,6 +7,7 @@
 //! group of tasks that should share reentrancy).
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Explicit owners count up from here, far above any tokio task id (task ids count up from 1),
@@ -64,12 +65,7 @@ impl Owner {
     pub fn current() -> Owner {
         match tokio::task::try_id() {
             Some(id) => Owner {
-                // Task ids display as their decimal value; parsing it back is the only stable way
-                // to read the number.
-                holder: id
-                    .to_string()
-                    .parse()
-                    .unwrap_or_else(|_| Owner::new().holder),
+                holder: task_number(id),
             },
             None => THREAD_OWNER.with(|owner| *owner),
         }
@@ -98,8 +94,9 @@ impl Owner {
 
     /// Appends the owner field to `out`, so it can share a buffer with the lock name.
     pub(crate) fn write_field(&self, client_id: &str, out: &mut String) {
-        use std::fmt::Write;
-        write!(out, "{client_id}:{}", self.holder).expect("writing to a String cannot fail");
+        out.push_str(client_id);
+        out.push(':');
+        push_decimal(out, self.holder);
     }
 }
 
@@ -130,6 +127,57 @@ impl fmt::Display for Owner {
     }
 }
 
+/// Appends `number` in decimal. Every `lock()` writes an owner field, where `write!` cost a few
+/// hundred instructions of formatting machinery for one integer.
+fn push_decimal(out: &mut String, mut number: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (number % 10) as u8;
+        number /= 10;
+        if number == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
+}
+
+/// The number of a tokio task id. Tokio exposes it only through `Hash` (one `u64` written) and
+/// `Display` (its decimal digits); the hash is read first because it costs no formatting on the
+/// hot path of every `lock()`, and the digits are the fallback should the hash ever write
+/// anything else.
+fn task_number(id: tokio::task::Id) -> u64 {
+    /// Keeps the one `u64` a hash writes, and notices anything else.
+    #[derive(Default)]
+    struct Capture {
+        number: Option<u64>,
+        other: bool,
+    }
+    impl Hasher for Capture {
+        fn finish(&self) -> u64 {
+            0
+        }
+        fn write(&mut self, _: &[u8]) {
+            self.other = true;
+        }
+        fn write_u64(&mut self, number: u64) {
+            if self.number.replace(number).is_some() {
+                self.other = true;
+            }
+        }
+    }
+    let mut capture = Capture::default();
+    id.hash(&mut capture);
+    match capture.number {
+        Some(number) if !capture.other => number,
+        _ => id
+            .to_string()
+            .parse()
+            .unwrap_or_else(|_| Owner::new().holder),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +199,23 @@ mod tests {
         );
         // The future driven by `block_on` is not a task: it is owned by its thread.
         assert!(Owner::current().holder_id() >= EXPLICIT_OWNER_BASE);
+    }
+
+    #[test]
+    fn decimals_are_written_like_display() {
+        for number in [0, 7, 10, 99, 1_000_001, u64::from(u32::MAX) + 1, u64::MAX] {
+            let mut out = String::from("x");
+            push_decimal(&mut out, number);
+            assert_eq!(out, format!("x{number}"));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_task_number_is_the_number_its_id_displays() {
+        for _ in 0..3 {
+            let id = tokio::spawn(async { tokio::task::id() }).await.unwrap();
+            assert_eq!(task_number(id), id.to_string().parse::<u64>().unwrap());
+        }
     }
 
     #[test]

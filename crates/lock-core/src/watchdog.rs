@@ -40,7 +40,9 @@ struct Entry {
 
 #[derive(Default)]
 struct Registry {
-    entries: HashMap<u64, Entry>,
+    /// Keyed by ids this registry hands out in sequence (nothing a caller chooses), so the fast
+    /// hasher is enough: SipHash cost two hashes per `lock()` for nothing.
+    entries: HashMap<u64, Entry, foldhash::fast::RandomState>,
     next_id: u64,
     running: bool,
     /// Which renewal task is the current one (bumped at each start).
