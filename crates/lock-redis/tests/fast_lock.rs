@@ -108,6 +108,45 @@ async fn the_release_uses_the_native_compare_and_delete_when_the_server_has_one(
     }
 }
 
+/// One caller at a time on the connection (the usual loop: lock, work, release, again): each
+/// `SET NX` is proven its own by the link's solitude, so after the first proof the server
+/// sees no `PING` per lock; a caller that overlaps another brings its `PING` again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_caller_sends_no_ping_per_lock() {
+    let server = RedisServer::start().unwrap();
+    let mut raw = server.connection().await;
+    let locker = fast(server.url()).await;
+    // The first call on a new connection proves it (what came before it is in doubt).
+    let guard = locker.lock("lone").await.unwrap();
+    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    let pings_before = calls(&mut raw, "ping").await;
+    let sets_before = calls(&mut raw, "set").await;
+    for _ in 0..50 {
+        let guard = locker.lock("lone").await.unwrap();
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+    }
+    assert_eq!(calls(&mut raw, "set").await - sets_before, 50);
+    assert_eq!(calls(&mut raw, "ping").await - pings_before, 0);
+
+    // Many at once: pipelines overlap, and each brings its proof.
+    let pings_before = calls(&mut raw, "ping").await;
+    let tasks: Vec<_> = (0..16)
+        .map(|task| {
+            let locker = locker.clone();
+            tokio::spawn(async move {
+                for _ in 0..20 {
+                    let guard = locker.lock(&format!("many{task}")).await.unwrap();
+                    assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert!(calls(&mut raw, "ping").await > pings_before);
+}
+
 #[tokio::test]
 async fn a_re_entry_is_refused_before_anything_is_sent() {
     let server = RedisServer::start().unwrap();

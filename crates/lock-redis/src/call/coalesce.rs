@@ -6,7 +6,8 @@
 //! a free slot sends its commands at once (a lone caller pays nothing extra), and calls arriving
 //! while the slots are busy queue up and go out together, in arrival order, as soon as a slot
 //! frees. Every pipeline ends with a `PING <request id>` whose answer proves all the replies before
-//! it belong to it (see `crate::connection`).
+//! it belong to it, unless it goes alone on the connection and is proven by that (see
+//! `crate::connection::ledger`).
 //!
 //! A queued call is bounded by the pipeline ahead of it and its own, each within its timeout. A
 //! caller that gives up while queued (its future dropped) is skipped when the batch is made:

@@ -17,7 +17,7 @@ use crate::wire::announce::Announce;
 use crate::wire::errors::map_error;
 use crate::wire::lock_script::LockScript;
 use crate::wire::replication::ReplicaAck;
-use crate::wire::reply::{echoes, out_of_step, unattributable};
+use crate::wire::reply::{out_of_step, unattributable};
 
 /// What the replicas said of a write: `None` when no acknowledgement is asked for
 /// ([`Calls::replication`]), else how many acknowledged, or why the server refused to say.
@@ -269,43 +269,38 @@ impl Calls {
         })
     }
 
-    /// Sends `pipeline` followed by a `PING` with a fresh request id (answered with that id), and returns the replies
-    /// before the echo, error replies included. Timeouts and replies out of step are handled as
-    /// in [`Self::run`]; an error reply is trusted at once, since the echo after it came back in
-    /// step.
-    async fn send_pipeline(&self, mut pipeline: Pipeline, timeout: Duration) -> Result<Vec<Value>> {
+    /// Sends `pipeline` and returns its replies, error replies included, proven to be its own
+    /// (by the link's solitude, or a `PING` with a fresh request id after it: see
+    /// [`Connection::send_proven`]). Timeouts and replies out of step are handled as in
+    /// [`Self::run`]; an error reply is trusted at once, since it was proven in step.
+    async fn send_pipeline(&self, pipeline: Pipeline, timeout: Duration) -> Result<Vec<Value>> {
         let deadline = tokio::time::Instant::now() + timeout;
         let connection = &self.connection;
         let link = self.link_by(deadline, timeout).await?;
-        let nonce = connection.next_request_id();
-        pipeline.add_command(connection.echo(nonce));
-        let count = pipeline.len();
-        let sent = connection.send_pipeline(&link, &pipeline);
-        let mut replies = match tokio::time::timeout_at(deadline, sent).await {
-            Ok(Ok(replies)) => replies,
+        let sent = connection.send_proven(&link, pipeline);
+        match tokio::time::timeout_at(deadline, sent).await {
+            Ok(Ok(Some(replies))) => Ok(replies),
+            Ok(Ok(None)) => {
+                connection.discard(&link, "reply out of step");
+                Err(out_of_step())
+            }
             Ok(Err(error)) => {
                 connection.discard(&link, "connection error");
-                return Err(map_error(&error, timeout));
+                Err(map_error(&error, timeout))
             }
             Err(_) => {
                 connection.discard(&link, "call timed out");
-                return Err(Error::Timeout { after: timeout });
+                Err(Error::Timeout { after: timeout })
             }
-        };
-        if replies.len() != count || !echoes(replies.last(), nonce) {
-            connection.discard(&link, "reply out of step");
-            return Err(out_of_step());
         }
-        replies.pop();
-        Ok(replies)
     }
 
     /// Runs one lock script that writes, about the lock named `route`, in a pipeline shared
     /// with concurrent calls (see [`coalesce`]), and decodes its reply (after the echoed
     /// request id) as `T`; with replicas to wait for ([`Self::replication`]) the pipeline ends
     /// with the acknowledgement request, whose answer comes back with the reply. The
-    /// script's own request id is `0`: the `PING <id>` that ends the pipeline proves the reply
-    /// is this call's.
+    /// script's own request id is `0`: the pipeline's proof (the `PING <id>` that ends it, or
+    /// its solitude on the link) shows the reply is this call's.
     pub(crate) async fn run_write<T: FromRedisValue>(
         self: &Arc<Self>,
         route: &str,
@@ -654,7 +649,7 @@ impl Carrier for Calls {
 }
 
 /// The reply of a queued call of `script` (its last item), decoded after its request id (the
-/// pipeline's `PING` proved it is this call's).
+/// pipeline's proof showed it is this call's).
 fn script_reply<T: FromRedisValue>(
     script: &LockScript,
     mut reply: Vec<Value>,

@@ -6,6 +6,7 @@ pub(crate) mod alignment;
 #[cfg(feature = "cluster")]
 pub(crate) mod cluster;
 pub(crate) mod deferred;
+pub(crate) mod ledger;
 pub(crate) mod manners;
 pub(crate) mod probe;
 pub(crate) mod pubsub;
@@ -220,16 +221,6 @@ impl Connection {
         }
     }
 
-    /// The command that echoes request id `id` (see [`Manners::echo`]); a cluster's nodes
-    /// always answer `PING <id>`.
-    pub(crate) fn echo(&self, id: u64) -> Cmd {
-        match self {
-            Connection::Standalone(standalone) => standalone.echo(id),
-            #[cfg(feature = "cluster")]
-            Connection::Cluster(_) => Echo::Ping.command(id),
-        }
-    }
-
     /// A fresh request id.
     pub(crate) fn next_request_id(&self) -> u64 {
         match self {
@@ -333,6 +324,46 @@ impl Connection {
             #[cfg(feature = "cluster")]
             (Connection::Cluster(cluster), Link::Cluster(link)) => {
                 cluster.send_pipeline(link, pipeline).await
+            }
+            #[cfg(feature = "cluster")]
+            _ => Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "a link of another connection kind",
+            ))),
+        }
+    }
+
+    /// Sends `pipeline` on `link` and returns its replies, error replies included, proven to
+    /// be its own: `None` when they are out of step (the caller discards the link). One
+    /// server proves a pipeline that went alone by the link's solitude, others by a `PING`
+    /// with a fresh id after it (see [`ledger`]); a cluster's links always by the `PING`. A
+    /// failure is left to the caller, as for [`Connection::send_pipeline`].
+    ///
+    /// # Errors
+    ///
+    /// The transport error, unmapped.
+    pub(crate) async fn send_proven(
+        &self,
+        link: &Link,
+        pipeline: Pipeline,
+    ) -> RedisResult<Option<Vec<Value>>> {
+        match (self, link) {
+            (Connection::Standalone(standalone), Link::Standalone(link)) => {
+                standalone.send_proven(link, pipeline).await
+            }
+            #[cfg(feature = "cluster")]
+            (Connection::Cluster(cluster), Link::Cluster(link)) => {
+                let mut pipeline = pipeline;
+                let count = pipeline.len();
+                let nonce = cluster.next_nonce();
+                pipeline.add_command(Echo::Ping.command(nonce));
+                let mut replies = cluster.send_pipeline(link, &pipeline).await?;
+                let in_step =
+                    replies.len() == count + 1 && crate::wire::reply::echoes(replies.last(), nonce);
+                Ok(in_step.then(|| {
+                    replies.truncate(count);
+                    replies
+                }))
             }
             #[cfg(feature = "cluster")]
             _ => Err(redis::RedisError::from((

@@ -8,7 +8,9 @@
 //!   bytes). From then on every reply is handed to the request *before* its own, so a caller
 //!   could read another request's answer. The lock scripts echo a per-call id (a nonce) to
 //!   catch this, and an error reply (which cannot carry the id) is only trusted after a `PING`
-//!   with a fresh id comes back in step. Once out of step, the connection is useless.
+//!   with a fresh id comes back in step; plain commands are proven by a `PING` after them, or
+//!   by having been alone on the connection (`crate::connection::ledger`). Once out of step, the
+//!   connection is useless.
 //! - **A timeout.** The server may be stalled, or the reply lost as above; the client cannot
 //!   tell. The connection is replaced too, since a connection that is out of step times out
 //!   every call when traffic is sequential.
@@ -36,6 +38,7 @@ use tokio::sync::{Notify, oneshot, watch};
 
 use crate::connection::alignment::Alignment;
 use crate::connection::deferred::{self, Deferred};
+use crate::connection::ledger::{Entry, Ledger};
 use crate::connection::manners::Manners;
 use crate::connection::probe;
 use crate::connection::reprobe::Reprobe;
@@ -55,6 +58,8 @@ struct ServerClient {
 /// One established command connection.
 pub(crate) struct Link {
     connection: MultiplexedConnection,
+    /// The requests out on this link, for proofs by solitude (see [`ledger`]).
+    ledger: Ledger,
     /// The server's address (`host:port`), for the `node` field of spans.
     node: Arc<str>,
     /// `None` when the server would not say (no `CLIENT INFO` right, or a server before 6.2).
@@ -63,9 +68,16 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    /// A handle to send requests on (cheap: the connection is shared).
+    /// A handle to send requests on before the link is published (the fence, deferred
+    /// cleanups): its ledger starts in doubt, so those need no entries.
     fn connection(&self) -> MultiplexedConnection {
         self.connection.clone()
+    }
+
+    /// A handle to send one request on the published link, with the request's entry in its
+    /// ledger: settle it with [`Entry::answered`] once the replies are read.
+    fn enter(&self) -> (MultiplexedConnection, Entry<'_>) {
+        (self.connection.clone(), self.ledger.enter())
     }
 }
 
@@ -344,8 +356,15 @@ impl Standalone {
         let mut moved: Option<Arc<Link>> = None;
         loop {
             let link = moved.as_ref().unwrap_or(link);
-            let mut connection = link.connection();
-            match connection.send_packed_command(command).await {
+            let sent = {
+                let (mut connection, entry) = link.enter();
+                let sent = connection.send_packed_command(command).await;
+                if sent.is_ok() {
+                    entry.answered(false);
+                }
+                sent
+            };
+            match sent {
                 Ok(value) if self.demoted(link, std::slice::from_ref(&value)) => {
                     moved = Some(self.current().await);
                 }
@@ -388,12 +407,69 @@ impl Standalone {
         let mut moved: Option<Arc<Link>> = None;
         loop {
             let link = moved.as_ref().unwrap_or(link);
-            let mut connection = link.connection();
-            let replies = connection
-                .send_packed_commands(pipeline, 0, pipeline.len())
-                .await?;
+            let replies = {
+                let (mut connection, entry) = link.enter();
+                let replies = connection
+                    .send_packed_commands(pipeline, 0, pipeline.len())
+                    .await?;
+                entry.answered(false);
+                replies
+            };
             if !self.demoted(link, &replies) {
                 return Ok(replies);
+            }
+            moved = Some(self.current().await);
+        }
+    }
+
+    /// Sends `pipeline` on `link` and returns its replies, error replies included, proven to
+    /// be its own; `None` when they are out of step (the caller discards the link). The proof
+    /// is the link's solitude when the pipeline goes alone (see `connection::ledger`), else a `PING`
+    /// with a fresh id after it; a lone pipeline that was overtaken is proven by a `PING` sent
+    /// after its replies came back. A failure is the caller's to judge, as in
+    /// [`Self::send_pipeline`], whose Sentinel rule this keeps.
+    pub(crate) async fn send_proven(
+        &self,
+        link: &Arc<Link>,
+        mut pipeline: Pipeline,
+    ) -> redis::RedisResult<Option<Vec<Value>>> {
+        let count = pipeline.len();
+        // Once added (the pipeline did not go alone), the echo stays for a resend.
+        let mut echo: Option<u64> = None;
+        let mut moved: Option<Arc<Link>> = None;
+        loop {
+            let link = moved.as_ref().unwrap_or(link);
+            let (replies, proven) = {
+                let (mut connection, entry) = link.enter();
+                if echo.is_none() && !entry.alone() {
+                    let nonce = self.next_nonce();
+                    pipeline.add_command(self.echo(nonce));
+                    echo = Some(nonce);
+                }
+                let replies = connection
+                    .send_packed_commands(&pipeline, 0, pipeline.len())
+                    .await?;
+                let echoed = echo.is_some_and(|nonce| {
+                    replies.len() == count + 1 && reply::echoes(replies.last(), nonce)
+                });
+                let solitary = entry.answered(echoed) && replies.len() == count;
+                (replies, echoed || solitary)
+            };
+            let in_step = match echo {
+                None if !proven => {
+                    // Overtaken: another request may have been written before this one, so
+                    // a `PING` after its replies proves them (see `connection::ledger`).
+                    replies.len() == count && matches!(self.in_step(link).await, Alignment::Proven)
+                }
+                _ => proven,
+            };
+            if !in_step {
+                return Ok(None);
+            }
+            if !self.demoted(link, &replies) {
+                let mut replies = replies;
+                replies.truncate(count);
+                return Ok(Some(replies));
             }
             moved = Some(self.current().await);
         }
@@ -402,8 +478,10 @@ impl Standalone {
     /// Sends `command` on `link` outside the lock protocol: no proof, and a failure does not
     /// discard the link.
     pub(crate) async fn ask(&self, link: &Arc<Link>, command: &Cmd) -> redis::RedisResult<Value> {
-        let mut connection = link.connection();
-        connection.send_packed_command(command).await
+        let (mut connection, entry) = link.enter();
+        let reply = connection.send_packed_command(command).await?;
+        entry.answered(false);
+        Ok(reply)
     }
 
     /// Whether `link` is still in step: a `PING` with a fresh id must come back with that id.
@@ -412,7 +490,13 @@ impl Standalone {
     pub(crate) async fn in_step(&self, link: &Arc<Link>) -> Alignment {
         let nonce = self.next_nonce();
         let ping = self.shared.manners.echo.command(nonce);
-        let step = Alignment::of_ping(self.send(link, &ping).await.ok(), nonce);
+        let (mut connection, entry) = link.enter();
+        let reply = connection.send_packed_command(&ping).await.ok();
+        let step = Alignment::of_ping(reply, nonce);
+        // Only a reply read settles the entry; a proven one ends any doubt before it.
+        if !matches!(step, Alignment::Broken) {
+            entry.answered(matches!(step, Alignment::Proven));
+        }
         if matches!(step, Alignment::Broken) {
             self.discard(link, "out of step");
         }
@@ -678,6 +762,7 @@ async fn establish(
     }
     Ok(Link {
         connection,
+        ledger: Ledger::default(),
         node,
         identity,
         generation: 0,
