@@ -12,7 +12,7 @@ use redis::{Cmd, FromRedisValue, Pipeline, ServerErrorKind, Value};
 use self::coalesce::{Carrier, Coalescer, Turn, queued_reply, take_turn, take_turn_behind};
 use crate::connection::alignment::Alignment;
 use crate::connection::deferred::Deferred;
-use crate::connection::{Connection, Link};
+use crate::connection::{Connection, Link, Proof};
 use crate::wire::announce::Announce;
 use crate::wire::errors::map_error;
 use crate::wire::lock_script::LockScript;
@@ -273,11 +273,16 @@ impl Calls {
     /// (by the link's solitude, or a `PING` with a fresh request id after it: see
     /// [`Connection::send_proven`]). Timeouts and replies out of step are handled as in
     /// [`Self::run`]; an error reply is trusted at once, since it was proven in step.
-    async fn send_pipeline(&self, pipeline: Pipeline, timeout: Duration) -> Result<Vec<Value>> {
+    async fn send_pipeline(
+        &self,
+        pipeline: Pipeline,
+        proof: Proof,
+        timeout: Duration,
+    ) -> Result<Vec<Value>> {
         let deadline = tokio::time::Instant::now() + timeout;
         let connection = &self.connection;
         let link = self.link_by(deadline, timeout).await?;
-        let sent = connection.send_proven(&link, pipeline);
+        let sent = connection.send_proven(&link, pipeline, proof);
         match tokio::time::timeout_at(deadline, sent).await {
             Ok(Ok(Some(replies))) => Ok(replies),
             Ok(Ok(None)) => {
@@ -631,7 +636,14 @@ impl Carrier for Calls {
         if let Some(replication) = &self.replication {
             pipeline.add_command(replication.command(timeout));
         }
-        let mut replies = self.send_pipeline(pipeline, timeout).await?;
+        // One call may be proven by going alone; several share a pipeline because calls
+        // overlap, and bring their `PING` (see `Proof`).
+        let proof = if counts.len() == 1 {
+            Proof::SolitudeOrEcho
+        } else {
+            Proof::Echo
+        };
+        let mut replies = self.send_pipeline(pipeline, proof, timeout).await?;
         let acknowledgement = match self.replication {
             Some(_) => replies.pop(),
             None => None,

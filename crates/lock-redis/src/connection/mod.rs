@@ -114,6 +114,18 @@ pub(crate) enum Reach {
     Slot,
 }
 
+/// How the replies of a pipeline of plain commands are proven to be its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Proof {
+    /// A `PING <id>` after it, always: for a pipeline of several calls, which exists because
+    /// calls overlap (alone, it would likely be overtaken and need a `PING` after its replies,
+    /// one round trip more).
+    Echo,
+    /// The link's solitude when it goes alone on one server (see [`ledger`]), else a
+    /// `PING <id>` after it: for one call.
+    SolitudeOrEcho,
+}
+
 /// One established link of a [`Connection`], held for the length of one call.
 #[derive(Clone)]
 pub(crate) enum Link {
@@ -335,8 +347,9 @@ impl Connection {
 
     /// Sends `pipeline` on `link` and returns its replies, error replies included, proven to
     /// be its own: `None` when they are out of step (the caller discards the link). One
-    /// server proves a pipeline that went alone by the link's solitude, others by a `PING`
-    /// with a fresh id after it (see [`ledger`]); a cluster's links always by the `PING`. A
+    /// server proves a pipeline that went alone by the link's solitude where `proof` allows,
+    /// others by a `PING` with a fresh id after it (see [`ledger`]); a cluster's links always
+    /// by the `PING`. A
     /// failure is left to the caller, as for [`Connection::send_pipeline`].
     ///
     /// # Errors
@@ -346,10 +359,11 @@ impl Connection {
         &self,
         link: &Link,
         pipeline: Pipeline,
+        proof: Proof,
     ) -> RedisResult<Option<Vec<Value>>> {
         match (self, link) {
             (Connection::Standalone(standalone), Link::Standalone(link)) => {
-                standalone.send_proven(link, pipeline).await
+                standalone.send_proven(link, pipeline, proof).await
             }
             #[cfg(feature = "cluster")]
             (Connection::Cluster(cluster), Link::Cluster(link)) => {

@@ -36,6 +36,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, Pipeline, Value};
 use tokio::sync::{Notify, oneshot, watch};
 
+use crate::connection::Proof;
 use crate::connection::alignment::Alignment;
 use crate::connection::deferred::{self, Deferred};
 use crate::connection::ledger::{Entry, Ledger};
@@ -424,7 +425,8 @@ impl Standalone {
 
     /// Sends `pipeline` on `link` and returns its replies, error replies included, proven to
     /// be its own; `None` when they are out of step (the caller discards the link). The proof
-    /// is the link's solitude when the pipeline goes alone (see `connection::ledger`), else a `PING`
+    /// is the link's solitude when the pipeline goes alone and `proof` allows it (see
+    /// `connection::ledger`), else a `PING`
     /// with a fresh id after it; a lone pipeline that was overtaken is proven by a `PING` sent
     /// after its replies came back. A failure is the caller's to judge, as in
     /// [`Self::send_pipeline`], whose Sentinel rule this keeps.
@@ -432,6 +434,7 @@ impl Standalone {
         &self,
         link: &Arc<Link>,
         mut pipeline: Pipeline,
+        proof: Proof,
     ) -> redis::RedisResult<Option<Vec<Value>>> {
         let count = pipeline.len();
         // Once added (the pipeline did not go alone), the echo stays for a resend.
@@ -441,7 +444,7 @@ impl Standalone {
             let link = moved.as_ref().unwrap_or(link);
             let (replies, proven) = {
                 let (mut connection, entry) = link.enter();
-                if echo.is_none() && !entry.alone() {
+                if echo.is_none() && (proof == Proof::Echo || !entry.alone()) {
                     let nonce = self.next_nonce();
                     pipeline.add_command(self.echo(nonce));
                     echo = Some(nonce);
