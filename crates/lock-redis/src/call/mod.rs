@@ -627,7 +627,8 @@ impl Carrier for Calls {
         counts: &[usize],
         timeout: Duration,
     ) -> Result<Vec<Vec<Value>>> {
-        let mut pipeline = redis::pipe();
+        // Room for the replica wait and the `PING` that may follow the calls' commands.
+        let mut pipeline = Pipeline::with_capacity(commands.len() + 2);
         for command in commands {
             pipeline.add_command(command);
         }

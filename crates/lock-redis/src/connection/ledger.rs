@@ -5,30 +5,45 @@
 //! way (the threat the proofs defend against, see `crate::connection::standalone`) shifts
 //! every later reply one request back, and shifts never undo themselves: if the reply a
 //! request reads is its own, so was every reply before it. A `PING <id>` after a request
-//! proves it that way. So does **solitude**: a request that was the only one out on its link
-//! from before it was written until its reply was read cannot have been handed another
-//! request's reply, provided every earlier request's reply had been read by then. This ledger
-//! keeps what tells it:
+//! proves it that way. So does **solitude**, and this ledger keeps what shows it:
 //!
 //! - every request on a published link is *entered* before it is handed to redis-rs, and
 //!   leaves when its replies came back ([`Entry::answered`]) or its caller stopped waiting
-//!   (the entry dropped);
-//! - a request whose caller stopped waiting leaves a **doubt**: its reply may still come, or
-//!   be lost, and nobody reads it. The doubt lasts until a request entered after it is proven
-//!   by its own `PING` (the shift that proof rules out would include the doubtful reply's);
-//! - a new link starts in doubt, so what was sent on it before it was published (the
-//!   handshake, the fence, deferred cleanups, preloaded scripts) needs no entries.
+//!   (the entry dropped), which is never before it was handed over if it ever is;
+//! - a request is [`Entry::alone`] when, as it was entered, every request entered before it
+//!   had left. Each of those was then either answered or already handed over (or never will
+//!   be), so **every request written after it was entered after it**, whatever order redis-rs
+//!   writes what it is handed in;
+//! - its replies are its own when, as they are read, nothing was entered after it
+//!   ([`Entry::answered`] says so). Had a reply before it been lost, its own reply would have
+//!   gone to an earlier request and its slot could only be filled by a reply to a request
+//!   written after it: one entered after it, which the test sees. Replies are never invented,
+//!   so a lone request that lost its place waits (and times out) rather than reading another's.
 //!
-//! A request is [`Entry::alone`] when nothing else was out and there was no doubt as it was
-//! entered; its replies are its own when, as they are read, nothing was entered after it
-//! ([`Entry::answered`] says so). Anything sent after it, even a request written before it
-//! by redis-rs, was entered after it, so the test is never fooled by the order in which
-//! redis-rs writes what it is handed. When a lone request was overtaken that way, its caller
-//! proves it after the fact (a `PING` then); to keep that rare, once a lone request was
+//! When a lone request was overtaken that way, its caller proves it after the fact (a `PING`
+//! written after its replies were read); to keep that rare, once a lone request was
 //! overtaken, requests bring their own proofs until one comes back quiet (nothing entered
 //! after it while it was out: calls go one at a time again).
+//!
+//! On top of that, as a safeguard the argument above does not need, no request goes alone
+//! while the link is in **doubt**: after a request whose caller stopped waiting (its reply may
+//! still come, or be lost, and nobody reads it), until a request entered after it is proven by
+//! its own `PING`; and on a new link until its first proof, so what it sent before it was
+//! published (the handshake, the fence, deferred cleanups, preloaded scripts) needs no entries.
 
 use std::sync::Mutex;
+
+/// How the replies of a pipeline of plain commands are proven to be its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Proof {
+    /// A `PING <id>` after it, always: for a pipeline of several calls, which exists because
+    /// calls overlap (alone, it would likely be overtaken and need a `PING` after its replies,
+    /// one round trip more).
+    Echo,
+    /// The link's solitude when it goes alone on one server (see the module docs), else a
+    /// `PING <id>` after it: for one call.
+    SolitudeOrEcho,
+}
 
 /// The requests out on one link (see the module documentation).
 #[derive(Debug)]

@@ -32,6 +32,7 @@ use self::alignment::Alignment;
 #[cfg(feature = "cluster")]
 use self::cluster::Cluster;
 use self::deferred::Deferred;
+pub(crate) use self::ledger::Proof;
 pub(crate) use self::manners::Manners;
 #[cfg(feature = "cluster")]
 use self::slot_owners::SlotOwners;
@@ -112,18 +113,6 @@ pub(crate) enum Reach {
     /// Keys of one slot (a cluster whose slot owners cannot be read now).
     #[cfg(feature = "cluster")]
     Slot,
-}
-
-/// How the replies of a pipeline of plain commands are proven to be its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Proof {
-    /// A `PING <id>` after it, always: for a pipeline of several calls, which exists because
-    /// calls overlap (alone, it would likely be overtaken and need a `PING` after its replies,
-    /// one round trip more).
-    Echo,
-    /// The link's solitude when it goes alone on one server (see [`ledger`]), else a
-    /// `PING <id>` after it: for one call.
-    SolitudeOrEcho,
 }
 
 /// One established link of a [`Connection`], held for the length of one call.

@@ -36,10 +36,9 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, Pipeline, Value};
 use tokio::sync::{Notify, oneshot, watch};
 
-use crate::connection::Proof;
 use crate::connection::alignment::Alignment;
 use crate::connection::deferred::{self, Deferred};
-use crate::connection::ledger::{Entry, Ledger};
+use crate::connection::ledger::{Entry, Ledger, Proof};
 use crate::connection::manners::Manners;
 use crate::connection::probe;
 use crate::connection::reprobe::Reprobe;
@@ -437,7 +436,9 @@ impl Standalone {
         proof: Proof,
     ) -> redis::RedisResult<Option<Vec<Value>>> {
         let count = pipeline.len();
-        // Once added (the pipeline did not go alone), the echo stays for a resend.
+        // Behind Sentinels only a pipeline whose every reply is `READONLY` goes again; one that
+        // carried its `PING` never does (the `PING` is answered on a replica too), so only one
+        // that went alone is resent, and on the new link (in doubt) it brings its `PING`.
         let mut echo: Option<u64> = None;
         let mut moved: Option<Arc<Link>> = None;
         loop {
