@@ -12,6 +12,9 @@
 //! valgrind --tool=callgrind target/release/cyclecost --cycles 40 --url redis://127.0.0.1:6379/
 //! valgrind --tool=callgrind target/release/cyclecost --cycles 120 --url redis://127.0.0.1:6379/
 //! ```
+//!
+//! `--rslock` counts the peer crate's cycle (like for like with `--fast`), `--raw-script` a bare
+//! redis-rs client running distlock's own scripts (like for like with the reentrant lock).
 
 use std::time::Instant;
 
@@ -42,7 +45,22 @@ struct Args {
     #[cfg(feature = "rslock")]
     #[arg(long, requires = "url")]
     rslock: bool,
+    /// A bare redis-rs client running distlock's own acquire and release scripts on `--url`
+    /// (lockbench's `raw-script` row): the same count, like for like with the reentrant lock.
+    #[arg(long, requires = "url", conflicts_with = "fast")]
+    raw_script: bool,
 }
+
+/// lockbench's floors, compiled in from its own file so both measure the same code (it takes
+/// [`BenchError`] and [`LEASE`] from its parent, here the crate root).
+#[allow(dead_code)]
+#[path = "../contenders/raw.rs"]
+mod raw;
+
+/// What [`raw`] returns on failure, as in lockbench.
+type BenchError = Box<dyn std::error::Error + Send + Sync>;
+/// The lease [`raw`] takes, as in lockbench.
+const LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
@@ -54,6 +72,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let rate = match &args.url {
             #[cfg(feature = "rslock")]
             Some(url) if args.rslock => rslock_cycles(url, &args).await?,
+            Some(url) if args.raw_script => raw_script_cycles(url, &args).await?,
             Some(url) => {
                 let kind = if args.fast {
                     LockKind::Fast
@@ -107,6 +126,19 @@ async fn rslock_cycles(url: &str, args: &Args) -> Result<f64, Box<dyn std::error
             manager.unlock(&lock).await;
             Ok(())
         }
+    })
+    .await
+}
+
+/// [`cycles`] with lockbench's `raw-script` client (distlock's scripts, nothing around them).
+async fn raw_script_cycles(url: &str, args: &Args) -> Result<f64, Box<dyn std::error::Error>> {
+    let connection = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    let client = raw::ScriptLock::new(connection);
+    per_task(args, move |name| {
+        let client = client.clone();
+        async move { client.lock_unlock(&name).await.map_err(|e| e.to_string()) }
     })
     .await
 }
