@@ -44,8 +44,10 @@ use crate::wire::capabilities::Echo;
 /// The command connection of one backend: the seam where the server's topology is hidden from
 /// the lock calls above it.
 ///
-/// An enum rather than a trait object, so a call costs no boxing and no dynamic dispatch; each
-/// operation matches on the kind: [`Connection::Standalone`] (one server) and, with the
+/// An enum rather than a trait object, so a call on one server costs no boxing and no dynamic
+/// dispatch; each operation matches on the kind (a cluster's sends are boxed: their futures are
+/// larger, and every future up the call chain would otherwise carry their size, moved a few
+/// times per call): [`Connection::Standalone`] (one server) and, with the
 /// `cluster` feature, `Connection::Cluster` (a Redis Cluster; see `cluster` for what it
 /// does not do yet: fenced replacement, deferred cleanups).
 ///
@@ -282,7 +284,7 @@ impl Connection {
             }
             #[cfg(feature = "cluster")]
             (Connection::Cluster(cluster), Link::Cluster(link)) => {
-                cluster.send(link, route, command).await
+                Box::pin(cluster.send(link, route, command)).await
             }
             #[cfg(feature = "cluster")]
             _ => Err(foreign_link()),
@@ -300,7 +302,7 @@ impl Connection {
             }
             #[cfg(feature = "cluster")]
             (Connection::Cluster(cluster), Link::Cluster(link)) => {
-                cluster.in_step(link, route).await
+                Box::pin(cluster.in_step(link, route)).await
             }
             #[cfg(feature = "cluster")]
             _ => Alignment::Broken,
@@ -324,7 +326,7 @@ impl Connection {
             }
             #[cfg(feature = "cluster")]
             (Connection::Cluster(cluster), Link::Cluster(link)) => {
-                cluster.send_pipeline(link, pipeline).await
+                Box::pin(cluster.send_pipeline(link, pipeline)).await
             }
             #[cfg(feature = "cluster")]
             _ => Err(redis::RedisError::from((
@@ -360,7 +362,7 @@ impl Connection {
                 let count = pipeline.len();
                 let nonce = cluster.next_nonce();
                 pipeline.add_command(Echo::Ping.command(nonce));
-                let mut replies = cluster.send_pipeline(link, &pipeline).await?;
+                let mut replies = Box::pin(cluster.send_pipeline(link, &pipeline)).await?;
                 let in_step =
                     replies.len() == count + 1 && crate::wire::reply::echoes(replies.last(), nonce);
                 Ok(in_step.then(|| {

@@ -101,7 +101,9 @@ pub(crate) async fn grant_stands<F: Future<Output = Result<()>>>(
     if let AcquireOutcome::Acquired(_) = outcome
         && let Err(shortfall) = grant_verdict(calls, name, acknowledged)
     {
-        return Err(refused(give_back().await, shortfall));
+        // Boxed: taken only on a shortfall, and unboxed the give-back's future would make every
+        // acquire's future (moved a few times per call) as large as itself.
+        return Err(refused(Box::pin(give_back()).await, shortfall));
     }
     Ok(outcome)
 }
