@@ -1,5 +1,7 @@
 //! What a `PING` with a fresh request id says about a link.
 
+use crate::wire::reply::is_decimal_of;
+
 /// What a `PING` with a fresh id says about a link.
 pub(crate) enum Alignment {
     /// The id came back: every reply before it was in step.
@@ -15,10 +17,10 @@ impl Alignment {
     /// What `reply` (`None`: a transport error or no answer) to `PING <nonce>` says.
     pub(crate) fn of_ping(reply: Option<redis::Value>, nonce: u64) -> Alignment {
         match reply {
-            Some(redis::Value::BulkString(bytes)) if bytes == nonce.to_string().as_bytes() => {
+            Some(redis::Value::BulkString(bytes)) if is_decimal_of(&bytes, nonce) => {
                 Alignment::Proven
             }
-            Some(redis::Value::SimpleString(text)) if text == nonce.to_string() => {
+            Some(redis::Value::SimpleString(text)) if is_decimal_of(text.as_bytes(), nonce) => {
                 Alignment::Proven
             }
             Some(redis::Value::ServerError(error)) => Alignment::Refused(error),

@@ -329,10 +329,7 @@ impl Connection {
                 Box::pin(cluster.send_pipeline(link, pipeline)).await
             }
             #[cfg(feature = "cluster")]
-            _ => Err(redis::RedisError::from((
-                redis::ErrorKind::Client,
-                "a link of another connection kind",
-            ))),
+            _ => Err(foreign_link_transport()),
         }
     }
 
@@ -340,8 +337,7 @@ impl Connection {
     /// be its own: `None` when they are out of step (the caller discards the link). One
     /// server proves a pipeline that went alone by the link's solitude where `proof` allows,
     /// others by a `PING` with a fresh id after it (see [`ledger`]); a cluster's links always
-    /// by the `PING`. A
-    /// failure is left to the caller, as for [`Connection::send_pipeline`].
+    /// by the `PING`. A failure is left to the caller, as for [`Connection::send_pipeline`].
     ///
     /// # Errors
     ///
@@ -363,18 +359,15 @@ impl Connection {
                 let nonce = cluster.next_nonce();
                 pipeline.add_command(Echo::Ping.command(nonce));
                 let mut replies = Box::pin(cluster.send_pipeline(link, &pipeline)).await?;
-                let in_step =
-                    replies.len() == count + 1 && crate::wire::reply::echoes(replies.last(), nonce);
-                Ok(in_step.then(|| {
-                    replies.truncate(count);
-                    replies
-                }))
+                Ok(
+                    crate::wire::reply::ends_with_echo(&replies, count, nonce).then(|| {
+                        replies.truncate(count);
+                        replies
+                    }),
+                )
             }
             #[cfg(feature = "cluster")]
-            _ => Err(redis::RedisError::from((
-                redis::ErrorKind::Client,
-                "a link of another connection kind",
-            ))),
+            _ => Err(foreign_link_transport()),
         }
     }
 
@@ -392,10 +385,7 @@ impl Connection {
             #[cfg(feature = "cluster")]
             (Connection::Cluster(cluster), Link::Cluster(link)) => cluster.ask(link, command).await,
             #[cfg(feature = "cluster")]
-            _ => Err(redis::RedisError::from((
-                redis::ErrorKind::Client,
-                "a link of another connection kind",
-            ))),
+            _ => Err(foreign_link_transport()),
         }
     }
 
@@ -428,10 +418,7 @@ impl Connection {
             }
             #[cfg(feature = "cluster")]
             _ => {
-                return Err(redis::RedisError::from((
-                    redis::ErrorKind::Client,
-                    "a link of another connection kind",
-                )));
+                return Err(foreign_link_transport());
             }
         }
         Ok(keys)
@@ -458,4 +445,13 @@ impl Connection {
 #[cfg(feature = "cluster")]
 fn foreign_link() -> lock_core::Error {
     lock_core::Error::Protocol("a link of another connection kind".into())
+}
+
+/// [`foreign_link`] where a transport error is returned (left to the caller to map).
+#[cfg(feature = "cluster")]
+fn foreign_link_transport() -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Client,
+        "a link of another connection kind",
+    ))
 }

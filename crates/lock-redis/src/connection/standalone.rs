@@ -453,9 +453,8 @@ impl Standalone {
                 let replies = connection
                     .send_packed_commands(&pipeline, 0, pipeline.len())
                     .await?;
-                let echoed = echo.is_some_and(|nonce| {
-                    replies.len() == count + 1 && reply::echoes(replies.last(), nonce)
-                });
+                let echoed =
+                    echo.is_some_and(|nonce| reply::ends_with_echo(&replies, count, nonce));
                 let solitary = entry.answered(echoed) && replies.len() == count;
                 (replies, echoed || solitary)
             };
@@ -497,12 +496,12 @@ impl Standalone {
         let (mut connection, entry) = link.enter();
         let reply = connection.send_packed_command(&ping).await.ok();
         let step = Alignment::of_ping(reply, nonce);
-        // Only a reply read settles the entry; a proven one ends any doubt before it.
-        if !matches!(step, Alignment::Broken) {
-            entry.answered(matches!(step, Alignment::Proven));
-        }
+        // Only a reply read settles the entry (a broken one leaves its doubt); a proven one
+        // ends any doubt before it.
         if matches!(step, Alignment::Broken) {
             self.discard(link, "out of step");
+        } else {
+            entry.answered(matches!(step, Alignment::Proven));
         }
         step
     }

@@ -65,9 +65,15 @@ pub(crate) fn echoes(first: Option<&Value>, nonce: u64) -> bool {
     }
 }
 
+/// Whether `replies` are the `count` replies of a pipeline's commands followed by the echo of
+/// request id `nonce` (a `PING <nonce>` or the one-line echo script added after them).
+pub(crate) fn ends_with_echo(replies: &[Value], count: usize, nonce: u64) -> bool {
+    replies.len() == count + 1 && echoes(replies.last(), nonce)
+}
+
 /// Whether `bytes` are exactly the decimal digits of `n` (no sign, no leading zero): compared
 /// digit by digit from the end, which costs a fraction of parsing (every call checks one).
-fn is_decimal_of(bytes: &[u8], mut n: u64) -> bool {
+pub(crate) fn is_decimal_of(bytes: &[u8], mut n: u64) -> bool {
     let mut at = bytes.len();
     loop {
         let Some(last) = at.checked_sub(1) else {
