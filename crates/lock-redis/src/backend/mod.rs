@@ -14,3 +14,6 @@ pub(crate) mod redis_backend;
 pub(crate) mod rwlock;
 mod semaphore;
 pub(crate) mod target;
+
+#[cfg(test)]
+mod lost_acknowledgement;

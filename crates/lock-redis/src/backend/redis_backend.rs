@@ -85,7 +85,7 @@ impl RedisBackend {
     }
 
     /// The calls every operation goes through.
-    pub(super) fn calls(&self) -> &Arc<Calls> {
+    pub(crate) fn calls(&self) -> &Arc<Calls> {
         &self.inner.calls
     }
 

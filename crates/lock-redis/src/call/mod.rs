@@ -558,12 +558,17 @@ impl Calls {
             let Some(then) = then else {
                 return Ok((connection.send(link, route, &command(whole)).await?, None));
             };
-            let mut pipeline = redis::pipe();
+            let mut pipeline = Pipeline::with_capacity(3);
             pipeline
                 .add_command(command(whole))
                 .add_command(then.clone());
-            match connection.send_pipeline(link, &pipeline).await {
-                Ok(replies) => {
+            // The request id proves the script's reply only: a lost reply to `then` would
+            // leave its place to a later request's, so the pipeline as a whole is proven.
+            match connection
+                .send_proven(link, pipeline, Proof::SolitudeOrEcho)
+                .await
+            {
+                Ok(Some(replies)) => {
                     let mut replies = replies.into_iter();
                     match (replies.next(), replies.next(), replies.next()) {
                         (Some(reply), Some(after), None) => Ok((reply, Some(after))),
@@ -572,6 +577,10 @@ impl Calls {
                             Err(out_of_step())
                         }
                     }
+                }
+                Ok(None) => {
+                    connection.discard(link, "reply out of step");
+                    Err(out_of_step())
                 }
                 Err(error) => {
                     connection.discard(link, "connection error");

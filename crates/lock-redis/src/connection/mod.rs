@@ -309,35 +309,11 @@ impl Connection {
         }
     }
 
-    /// Sends `pipeline` on `link` and returns its replies, error replies included. A failure
-    /// is left to the caller, which discards the link.
-    ///
-    /// # Errors
-    ///
-    /// The transport error, unmapped.
-    pub(crate) async fn send_pipeline(
-        &self,
-        link: &Link,
-        pipeline: &Pipeline,
-    ) -> RedisResult<Vec<Value>> {
-        match (self, link) {
-            (Connection::Standalone(standalone), Link::Standalone(link)) => {
-                standalone.send_pipeline(link, pipeline).await
-            }
-            #[cfg(feature = "cluster")]
-            (Connection::Cluster(cluster), Link::Cluster(link)) => {
-                Box::pin(cluster.send_pipeline(link, pipeline)).await
-            }
-            #[cfg(feature = "cluster")]
-            _ => Err(foreign_link_transport()),
-        }
-    }
-
     /// Sends `pipeline` on `link` and returns its replies, error replies included, proven to
     /// be its own: `None` when they are out of step (the caller discards the link). One
     /// server proves a pipeline that went alone by the link's solitude where `proof` allows,
     /// others by a `PING` with a fresh id after it (see [`ledger`]); a cluster's links always
-    /// by the `PING`. A failure is left to the caller, as for [`Connection::send_pipeline`].
+    /// by the `PING`. A failure is left to the caller, which discards the link.
     ///
     /// # Errors
     ///

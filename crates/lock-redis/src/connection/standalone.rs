@@ -394,41 +394,14 @@ impl Standalone {
         replies.iter().all(read_only)
     }
 
-    /// Sends `pipeline` on `link` and returns its replies, error replies included. The caller
-    /// judges a failure (it may be its own timeout's doing) and discards the link.
-    ///
-    /// Behind Sentinels, a pipeline whose every reply is `READONLY` (nothing ran) goes again on
-    /// the next link, as in [`Self::send`].
-    pub(crate) async fn send_pipeline(
-        &self,
-        link: &Arc<Link>,
-        pipeline: &Pipeline,
-    ) -> redis::RedisResult<Vec<Value>> {
-        let mut moved: Option<Arc<Link>> = None;
-        loop {
-            let link = moved.as_ref().unwrap_or(link);
-            let replies = {
-                let (mut connection, entry) = link.enter();
-                let replies = connection
-                    .send_packed_commands(pipeline, 0, pipeline.len())
-                    .await?;
-                entry.answered(false);
-                replies
-            };
-            if !self.demoted(link, &replies) {
-                return Ok(replies);
-            }
-            moved = Some(self.current().await);
-        }
-    }
-
     /// Sends `pipeline` on `link` and returns its replies, error replies included, proven to
     /// be its own; `None` when they are out of step (the caller discards the link). The proof
     /// is the link's solitude when the pipeline goes alone and `proof` allows it (see
-    /// `connection::ledger`), else a `PING`
-    /// with a fresh id after it; a lone pipeline that was overtaken is proven by a `PING` sent
-    /// after its replies came back. A failure is the caller's to judge, as in
-    /// [`Self::send_pipeline`], whose Sentinel rule this keeps.
+    /// `connection::ledger`), else a `PING` with a fresh id after it; a lone pipeline that
+    /// was overtaken is proven by a `PING` sent after its replies came back. A failure is the
+    /// caller's to judge (it may be its own timeout's doing). Behind Sentinels, a pipeline
+    /// whose every reply is `READONLY` (nothing ran) goes again on the next link, as in
+    /// [`Self::send`].
     pub(crate) async fn send_proven(
         &self,
         link: &Arc<Link>,
