@@ -19,7 +19,7 @@
 use std::time::Instant;
 
 use clap::Parser;
-use lock_core::{Locker, MemoryBackend, ReleaseOutcome};
+use lock_core::{LockOptions, Locker, MemoryBackend, ReleaseOutcome};
 use lock_redis::{LockKind, RedisBackend};
 
 #[derive(Parser)]
@@ -37,6 +37,10 @@ struct Args {
     /// The fast (non-reentrant) lock instead of the reentrant one (with `--url`).
     #[arg(long)]
     fast: bool,
+    /// `lock_with(no_wait().fixed_lease(30 s))` instead of `lock()`: no watchdog and no wait,
+    /// as lockbench's `distlock-fixed` and `distlock-fast` rows (and the peers) take locks.
+    #[arg(long)]
+    fixed: bool,
     /// Each task locks the same name every cycle, instead of a fresh one per cycle (as W2).
     #[arg(long)]
     same_name: bool,
@@ -100,10 +104,18 @@ async fn cycles<B: lock_core::LockBackend>(
     locker: Locker<B>,
     args: &Args,
 ) -> Result<f64, Box<dyn std::error::Error>> {
+    let fixed = args
+        .fixed
+        .then(|| LockOptions::new().no_wait().fixed_lease(LEASE));
     per_task(args, move |name| {
         let locker = locker.clone();
+        let fixed = fixed.clone();
         async move {
-            let guard = locker.lock(&name).await.map_err(|e| e.to_string())?;
+            let guard = match &fixed {
+                Some(options) => locker.lock_with(&name, options).await,
+                None => locker.lock(&name).await,
+            };
+            let guard = guard.map_err(|e| e.to_string())?;
             let outcome = guard.release().await.map_err(|e| e.to_string())?;
             assert_eq!(outcome, ReleaseOutcome::Released, "{name}: a lone holder");
             Ok(())

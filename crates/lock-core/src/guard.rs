@@ -175,7 +175,7 @@ impl<B: LockBackend, F: Fencing> LockGuard<B, F> {
     /// (zero for a single store; see [`LockBackend::clock_drift`]) on the monotonic clock.
     #[must_use]
     pub fn valid_until(&self) -> Instant {
-        self.hold.status().borrow().valid_until
+        self.hold.status().valid_until
     }
 
     /// How long the lease is still known to be ours (zero once past).
@@ -187,7 +187,7 @@ impl<B: LockBackend, F: Fencing> LockGuard<B, F> {
     /// Whether the lease is known to be lost (or past its validity deadline).
     #[must_use]
     pub fn is_lost(&self) -> bool {
-        let status = *self.hold.status().borrow();
+        let status = self.hold.status();
         status.lost.is_some() || Instant::now() >= status.valid_until
     }
 
@@ -199,21 +199,17 @@ impl<B: LockBackend, F: Fencing> LockGuard<B, F> {
     ///
     /// Cancel safe: it only observes the lease; dropping it changes nothing.
     pub async fn lost(&self) -> LeaseLoss {
-        let mut status = self.hold.status().subscribe();
         loop {
-            let now = *status.borrow_and_update();
+            // Made before the status is read, so a change in between still wakes it.
+            let changed = self.hold.changed();
+            let now = self.hold.status();
             if let Some(loss) = now.lost {
                 return loss;
             }
             tokio::select! {
-                changed = status.changed() => {
-                    if changed.is_err() {
-                        // Unreachable while `self` lives (we hold the sender); wait forever.
-                        std::future::pending::<()>().await;
-                    }
-                }
+                () = changed => {}
                 () = tokio::time::sleep_until(now.valid_until) => {
-                    if status.borrow().valid_until <= now.valid_until {
+                    if self.hold.status().valid_until <= now.valid_until {
                         self.hold.mark_lost(LeaseLoss::Expired);
                     }
                 }
@@ -243,9 +239,7 @@ impl<B: LockBackend, F: Fencing> LockGuard<B, F> {
             Some(RenewOutcome::Renewed) => {
                 let drift = self.locker.backend.clock_drift(lease);
                 let valid_until = sent_at + lease.saturating_sub(drift);
-                self.hold
-                    .status()
-                    .send_modify(|s| s.valid_until = valid_until);
+                self.hold.set_valid_until(valid_until, true);
                 self.hold.set_lease(lease);
                 if let Some(id) = self.watchdog_id {
                     self.locker.watchdog.extended(id, valid_until, sent_at);

@@ -1,11 +1,11 @@
 //! The record of one hold (lock name, owner, lease, lease status), shared by its guard and the
 //! watchdog.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::contract::{AcquireRequest, Renewal};
@@ -94,8 +94,13 @@ pub(crate) struct Hold {
     /// and the later renewals and the release (its lease reset, the lapse of a failed cleanup)
     /// must use the new one.
     lease_nanos: AtomicU64,
-    /// The lease status the guard reports; the watchdog keeps it up to date.
-    status: watch::Sender<LeaseStatus>,
+    /// The lease status the guard reports; the watchdog keeps it up to date. A mutex and a
+    /// [`Notify`] rather than a `watch` channel: a channel's shared state is an allocation of
+    /// its own whose drop wakes eight lists of receivers, paid by every hold, while only
+    /// [`crate::LockGuard::lost`] ever waits for a change.
+    status: Mutex<LeaseStatus>,
+    /// Woken when the status changes in a way [`crate::LockGuard::lost`] must see.
+    changed: Notify,
     /// When the grant was asked for (the hold's start, for its hold time).
     acquired_at: Instant,
 }
@@ -107,14 +112,14 @@ impl Hold {
         valid_until: Instant,
         acquired_at: Instant,
     ) -> Arc<Self> {
-        let (status, _) = watch::channel(LeaseStatus {
-            valid_until,
-            lost: None,
-        });
         Arc::new(Hold {
             key,
             lease_nanos: AtomicU64::new(nanos(lease)),
-            status,
+            status: Mutex::new(LeaseStatus {
+                valid_until,
+                lost: None,
+            }),
+            changed: Notify::new(),
             acquired_at,
         })
     }
@@ -127,14 +132,16 @@ impl Hold {
     /// Marks the lease lost for `reason`, unless it already was; the first time, says so (a
     /// `warn` event and the leases-lost count).
     pub fn mark_lost(&self, reason: LeaseLoss) {
-        let mut first = false;
-        self.status.send_modify(|status| {
-            if status.lost.is_none() {
+        let first = {
+            let mut status = self.lock_status();
+            let first = status.lost.is_none();
+            if first {
                 status.lost = Some(reason);
-                first = true;
             }
-        });
+            first
+        };
         if first {
+            self.changed.notify_waiters();
             let why = match reason {
                 LeaseLoss::Expired => "expired",
                 LeaseLoss::NotOurs => "not_ours",
@@ -166,8 +173,33 @@ impl Hold {
         self.lease_nanos.store(nanos(lease), Ordering::Relaxed);
     }
 
-    pub fn status(&self) -> &watch::Sender<LeaseStatus> {
-        &self.status
+    /// The lease status now.
+    pub fn status(&self) -> LeaseStatus {
+        *self.lock_status()
+    }
+
+    /// Moves the validity deadline to `valid_until`; `wake` wakes the guard's
+    /// [`lost`](crate::LockGuard::lost) to re-arm its timer (the watchdog does not: `lost`
+    /// re-reads the deadline when its timer fires, and one wake-up per renewal adds up with
+    /// thousands of held locks).
+    pub fn set_valid_until(&self, valid_until: Instant, wake: bool) {
+        self.lock_status().valid_until = valid_until;
+        if wake {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// A future that resolves at the next status change that wakes (see
+    /// [`Self::set_valid_until`] and [`Self::mark_lost`]); it counts changes from the moment it
+    /// is made, before its first poll, so a status read after making it misses none.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
+    }
+
+    /// The status behind its lock; nothing panics while holding it, but a poisoned lock is
+    /// still a valid status.
+    fn lock_status(&self) -> MutexGuard<'_, LeaseStatus> {
+        self.status.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A renewal of this hold to `lease`.

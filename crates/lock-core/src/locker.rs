@@ -524,6 +524,54 @@ mod tests {
         assert!(locker.shared.order.is_idle());
     }
 
+    /// `lost()` follows a lease changed while it waits, later (its timer re-reads the deadline)
+    /// or sooner (the extension wakes it to re-arm), and wakes at once when the store says the
+    /// lock is gone.
+    #[tokio::test(start_paused = true)]
+    async fn lost_follows_an_extension_and_a_loss_while_it_waits() {
+        let locker = Locker::new(MemoryBackend::new());
+        for (first, then, deadline) in [(200, 600, 700), (600, 100, 200)] {
+            let options = LockOptions::new().fixed_lease(Duration::from_millis(first));
+            let guard = locker.lock_with("moved", &options).await.unwrap();
+            let started = Instant::now();
+            let lost = async {
+                let loss = guard.lost().await;
+                (loss, started.elapsed())
+            };
+            let extend = async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                guard.extend(Duration::from_millis(then)).await.unwrap();
+            };
+            let ((loss, after), ()) = tokio::join!(lost, extend);
+            assert_eq!(loss, LeaseLoss::Expired);
+            assert!(
+                after >= Duration::from_millis(deadline - 10)
+                    && after <= Duration::from_millis(deadline + 20),
+                "{first} ms, then {then} ms: lost after {after:?}, not at {deadline} ms"
+            );
+            guard.release().await.unwrap();
+        }
+
+        let options = LockOptions::new().fixed_lease(Duration::from_millis(200));
+        let guard = locker.lock_with("taken", &options).await.unwrap();
+        let lost = guard.lost();
+        let gone = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(locker.force_unlock("taken").await.unwrap());
+            // The next renewal finds the lock gone and marks the guard.
+            assert!(guard.extend(Duration::from_millis(200)).await.is_err());
+            Instant::now()
+        };
+        let started = Instant::now();
+        let (loss, marked) = tokio::join!(lost, gone);
+        assert_eq!(loss, LeaseLoss::NotOurs);
+        assert!(marked.duration_since(started) < Duration::from_millis(100));
+        assert!(
+            started.elapsed() < Duration::from_millis(100),
+            "woken at once"
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn max_hold_caps_the_total_hold_time() {
         let locker = Locker::new(MemoryBackend::new());

@@ -409,13 +409,8 @@ async fn renew_batch<B: LockBackend>(shared: &Shared<B>, batch: Vec<Due>) {
                         entry.due = sent_at + renew_period(entry.hold.lease());
                         entry.retrying = false;
                         let valid_until = entry.valid_until;
-                        // No wake-up: `lost()` re-reads the deadline when its timer fires,
-                        // and nothing else waits on it (one notify per renewal adds up with
-                        // thousands of held locks).
-                        entry.hold.status().send_if_modified(|s| {
-                            s.valid_until = valid_until;
-                            false
-                        });
+                        // No wake-up: `lost()` re-reads the deadline when its timer fires.
+                        entry.hold.set_valid_until(valid_until, false);
                     }
                     RenewOutcome::NotHeld => {
                         entry.hold.mark_lost(LeaseLoss::NotOurs);
