@@ -285,7 +285,14 @@ impl<B: LockBackend, F: Fencing> LockGuard<B, F> {
             node = tracing::field::Empty,
             outcome = tracing::field::Empty,
         );
-        let released = release.run().instrument(span.clone()).await;
+        let run = release.run();
+        // Awaited in place when no subscriber records the span: wrapping moves the whole
+        // future once more and enters the span at every poll, for nothing.
+        let released = if span.is_disabled() {
+            run.await
+        } else {
+            run.instrument(span.clone()).await
+        };
         let outcome = match &released {
             Ok(ReleaseOutcome::Released) => "released",
             Ok(ReleaseOutcome::StillHeld { .. }) => "still_held",

@@ -207,9 +207,13 @@ impl<B: LockBackend> Locker<B> {
             };
             let waiter = Waiter::new(attempts, options.wait_policy());
             waiter.acquire().await
-        }
-        .instrument(span.clone())
-        .await;
+        };
+        // Awaited in place when no subscriber records the span (see `LockGuard::release`).
+        let acquired = if span.is_disabled() {
+            acquired.await
+        } else {
+            acquired.instrument(span.clone()).await
+        };
         // A fenced grant must carry its token; one without is the backend's fault: recorded and
         // returned as an error, the grant given back.
         // Counted at once (no await between the winning attempt and here): the grant's place
