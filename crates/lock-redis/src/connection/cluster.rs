@@ -143,7 +143,7 @@ impl Cluster {
                     replacing: false,
                 }),
                 published,
-                nonce: AtomicU64::new(crate::wire::reply::rand_start()),
+                nonce: AtomicU64::new(crate::wire::reply::request_id_start()),
                 owners: Mutex::new(None),
                 owners_stale: AtomicBool::new(true),
             }),

@@ -138,8 +138,9 @@ struct Shared {
     /// A caller is waiting for a link: start the next attempt now rather than after the
     /// attempt interval (callers arrive at the application's pace, so this cannot spin).
     wanted: Notify,
-    /// Ids for requests, echoed by the scripts. Starts at a random point, so two backends (or a
-    /// restarted process) do not produce the same sequence.
+    /// Ids for requests, echoed by the scripts. Starts at a random point below 2^32 (short ids
+    /// are cheaper to format, send and compare), so two backends (or a restarted process) are
+    /// unlikely to produce the same sequence.
     nonce: AtomicU64,
 }
 
@@ -198,7 +199,7 @@ impl Standalone {
                 }),
                 published,
                 wanted: Notify::new(),
-                nonce: AtomicU64::new(reply::rand_start()),
+                nonce: AtomicU64::new(reply::request_id_start()),
             }),
         };
         #[cfg(feature = "sentinel")]

@@ -128,6 +128,15 @@ pub(crate) fn count(value: i64) -> Result<u32> {
         .map_err(|_| Error::Protocol(format!("hold count {value} out of range").into()))
 }
 
+/// A starting point for a connection's request ids: below 2^32, so an id is at most ten
+/// digits for its first few billion requests. Every request formats it, sends it, and has it
+/// echoed and compared digit by digit; the full 62 bits of [`rand_start`] cost nineteen.
+pub(crate) fn request_id_start() -> u64 {
+    // Only ids of requests still in flight on the same connection must differ (see
+    // [`rand_start`]); the clock's low bits still start each backend elsewhere.
+    rand_start() & (u64::from(u32::MAX))
+}
+
 /// A starting point for request ids (and the probe's random tags).
 pub(crate) fn rand_start() -> u64 {
     // The id only has to differ from the ids of requests still in flight on the same
