@@ -120,7 +120,9 @@ impl Lanes {
         map.retain(|_, &mut slot| {
             let lane = slots[slot].as_mut().expect("a mapped slot holds its lane");
             if look_at_debts && lane.has_debt() {
+                let held = lane.stored();
                 for tally in &mut lane.tallies {
+                    tally.others_stored = held - tally.stored;
                     tally.open_debt();
                 }
                 if !lane.has_debt() {
@@ -161,7 +163,26 @@ impl Lanes {
     ) -> R {
         let lane = self.lane(slot);
         let had_debt = lane.has_debt();
-        let result = change(&mut lane.tallies[side.0]);
+        let held_before = lane.stored();
+        let others_stored = held_before - lane.tallies[side.0].stored;
+        let tally = &mut lane.tallies[side.0];
+        tally.others_stored = others_stored;
+        let result = change(tally);
+        if let Some(lease) = tally.lowered_lease.take()
+            && held_before > 0
+            && lane.stored() == 0
+        {
+            // The lane's last hold went: the other side's unseen count, kept alive by this
+            // side's renewals until now, lives one lease more.
+            for (other, tally) in lane.tallies.iter_mut().enumerate() {
+                if other != side.0
+                    && let Some(debt) = &mut tally.debt
+                {
+                    debt.lease = debt.lease.max(lease);
+                    debt.lapses = debt.lapses.max(Instant::now() + debt.lease);
+                }
+            }
+        }
         match (had_debt, lane.has_debt()) {
             (false, true) => self.indebted += 1,
             (true, false) => self.indebted -= 1,
@@ -180,6 +201,11 @@ impl Lane {
     fn has_debt(&self) -> bool {
         self.tallies.iter().any(|tally| tally.debt.is_some())
     }
+
+    /// The owner's holds on the store, both sides together.
+    fn stored(&self) -> u32 {
+        self.tallies.iter().map(|tally| tally.stored).sum()
+    }
 }
 
 /// What one side of a lane counts.
@@ -193,6 +219,13 @@ pub(crate) struct Tally {
     /// Set when the store may hold more than `stored` (a call of unknown outcome whose cleanup
     /// failed): the next call in line sets the count to `stored` first.
     pub debt: Option<Debt>,
+    /// The holds of the lane's other side, as the lane had them when this tally was handed
+    /// out: the sides of a read-write lock share one hash on the store, so the other side's
+    /// renewals keep this side's unseen count alive too.
+    others_stored: u32,
+    /// The lease of the last hold given back through [`Self::lower_to`] in this change: when it
+    /// was the lane's last, the other side's debt lives one such lease more.
+    lowered_lease: Option<Duration>,
 }
 
 impl Tally {
@@ -230,10 +263,12 @@ impl Tally {
     }
 
     /// The open debt, if any: one whose unseen grant has surely expired on the store (past its
-    /// lapse, and no hold of the owner left to keep it alive by renewals) is dropped here.
+    /// lapse, and no hold of the owner left on either side to keep it alive by renewals) is
+    /// dropped here.
     pub fn open_debt(&mut self) -> Option<Debt> {
         if let Some(debt) = self.debt
             && self.stored == 0
+            && self.others_stored == 0
             && debt.lapses <= Instant::now()
         {
             self.debt = None;
@@ -253,6 +288,7 @@ impl Tally {
     /// [`Self::give_back`].
     pub fn lower_to(&mut self, holds: u32, lease: Duration) {
         self.stored = self.stored.min(holds);
+        self.lowered_lease = Some(self.lowered_lease.map_or(lease, |seen| seen.max(lease)));
         if self.stored == 0
             && let Some(debt) = &mut self.debt
         {
@@ -689,6 +725,46 @@ mod tests {
         );
         held.turn().await;
         drop(held);
+    }
+
+    /// The sides of a read-write lock share one hash on the store, and a read hold's renewals
+    /// keep it alive: a write side's unseen hold (a debt) must not lapse while the owner still
+    /// holds the read side, only one lease after the last of the lane's holds is given back.
+    #[tokio::test(start_paused = true)]
+    async fn a_debt_outlives_its_lapse_while_the_other_side_holds() {
+        let lease = Duration::from_millis(100);
+        let book = OrderBook::new();
+        let read = book.enter("n", "f", Side::FIRST);
+        read.tally(|tally| tally.stored = 1);
+        drop(read);
+        let write = book.enter("n", "f", Side::SECOND);
+        write.tally(|tally| tally.note_debt(lease));
+        drop(write);
+        tokio::time::sleep(lease * 3).await;
+        let write = book.enter("n", "f", Side::SECOND);
+        assert!(
+            write.tally(|tally| tally.open_debt().is_some()),
+            "dropped while a read hold kept the hash alive"
+        );
+        drop(write);
+        // The read hold goes: the unseen write hold lives one lease more, then is gone.
+        let read = book.enter("n", "f", Side::FIRST);
+        read.tally(|tally| tally.lower_to(0, lease));
+        drop(read);
+        tokio::time::sleep(lease / 2).await;
+        let write = book.enter("n", "f", Side::SECOND);
+        assert!(
+            write.tally(|tally| tally.open_debt().is_some()),
+            "lapsed early"
+        );
+        drop(write);
+        tokio::time::sleep(lease).await;
+        let write = book.enter("n", "f", Side::SECOND);
+        assert!(
+            write.tally(|tally| tally.open_debt().is_none()),
+            "never lapsed"
+        );
+        drop(write);
     }
 
     #[tokio::test]
