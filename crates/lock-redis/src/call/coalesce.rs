@@ -280,6 +280,13 @@ async fn drain<C: Carrier>(mut drainer: Drainer<C>) {
                 drainer.done = true;
                 return;
             }
+            // A cleanup goes only in a batch of the one slot in flight: another slot's
+            // pipeline may be taken and not yet written (waiting for a connection being
+            // replaced, as this task may), and whichever is written first when the new one
+            // is published, the cleanup must come after the call it undoes. It then waits for
+            // that slot to come back, whose holder sends the queue. The queue keeps its order:
+            // once a call stays behind, so do all after it.
+            let cleanups_may_go = state.in_flight == 1;
             let mut batch = Vec::new();
             let mut commands = 0;
             let mut rest = Vec::new();
@@ -287,7 +294,10 @@ async fn drain<C: Carrier>(mut drainer: Drainer<C>) {
                 if pending.reply.is_closed() {
                     continue; // the caller gave up before anything was sent
                 }
-                if commands > 0 && commands + pending.commands.len() > MAX_BATCH_COMMANDS {
+                let stays = !rest.is_empty()
+                    || (pending.behind && !cleanups_may_go)
+                    || (commands > 0 && commands + pending.commands.len() > MAX_BATCH_COMMANDS);
+                if stays {
                     rest.push(pending);
                     continue;
                 }
@@ -300,7 +310,8 @@ async fn drain<C: Carrier>(mut drainer: Drainer<C>) {
                 drainer.barrier = true;
             }
             if batch.is_empty() {
-                // Under the lock, with the queue empty: a call arriving later finds a free slot.
+                // Under the lock, with the queue empty (a call arriving later finds a free
+                // slot) or a cleanup waiting for the other slot, whose holder sends the queue.
                 state.in_flight -= 1;
                 drainer.done = true;
                 return;
@@ -456,6 +467,39 @@ mod tests {
         }
     }
 
+    /// A cleanup queued while another slot's pipeline is taken but not yet handed over (its
+    /// caller waits for a connection being replaced) must not be taken into a batch by a drain
+    /// task started meanwhile: both would wait for the same new connection, and the cleanup
+    /// could be written first, then the call it undoes.
+    #[tokio::test]
+    async fn a_cleanup_is_never_taken_past_a_pipeline_not_yet_written() {
+        let carrier = Gated::new();
+        let unwritten = alone(&carrier);
+        let other = alone(&carrier);
+        let cleanup = queued_cleanup(&carrier);
+        // The other slot frees: the queue (the cleanup) passes to a drain task.
+        drop(other);
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            carrier.handed().is_empty(),
+            "the cleanup was handed over before an earlier pipeline: {:?}",
+            carrier.handed()
+        );
+        // The earlier pipeline is done: now the cleanup goes.
+        drop(unwritten);
+        carrier.until_handed(1).await;
+        assert_eq!(carrier.handed(), vec![vec!["CLEANUP".to_owned()]]);
+        carrier.open.send_replace(true);
+        assert!(queued_reply(cleanup, TIMEOUT).await.is_ok());
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(carrier.in_flight(), 0);
+    }
+
     /// A cleanup taken into a batch that waits for a connection: a call made meanwhile finds
     /// the queue empty and a slot free, yet must not be handed over before the cleanup's
     /// pipeline came back.
@@ -486,34 +530,37 @@ mod tests {
         assert_eq!(carrier.in_flight(), 0);
     }
 
-    /// With both slots taken, a call queued after a cleanup's batch was taken must not go out
-    /// in a second drain task's batch while the cleanup's is not written.
+    /// With both slots taken, a cleanup waits for both to come back (either's pipeline may be
+    /// unwritten), and a call queued after it never goes out before it: not in the drain task
+    /// of the first slot to free, nor alone.
     #[tokio::test]
-    async fn a_second_drain_task_does_not_send_past_a_cleanup_not_yet_written() {
+    async fn a_later_call_never_goes_out_before_a_cleanup_waiting_for_both_slots() {
         let carrier = Gated::new();
         let first = alone(&carrier);
         let second = alone(&carrier);
         let cleanup = queued_cleanup(&carrier);
         drop(first);
-        carrier.until_handed(1).await;
-
         let later = call(&carrier, "LATER");
-        // The second slot frees with a call queued: a task takes it up.
-        drop(second);
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(
-            carrier.handed(),
-            [vec!["CLEANUP".to_owned()]],
-            "a second drain task sent a later call while the cleanup was not written"
+        assert!(
+            carrier.handed().is_empty(),
+            "sent while a slot was in flight: {:?}",
+            carrier.handed()
         );
 
+        // The second slot frees: the cleanup goes, the later call in the same pipeline after it.
+        drop(second);
+        carrier.until_handed(1).await;
+        assert_eq!(
+            carrier.handed(),
+            [vec!["CLEANUP".to_owned(), "LATER".to_owned()]]
+        );
         carrier.open.send_replace(true);
         queued_reply(cleanup, TIMEOUT).await.unwrap();
         later.await.unwrap().unwrap();
-        assert_eq!(
-            carrier.handed(),
-            [vec!["CLEANUP".to_owned()], vec!["LATER".to_owned()]]
-        );
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
         assert_eq!(carrier.in_flight(), 0);
     }
 
