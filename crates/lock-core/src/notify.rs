@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -25,6 +25,9 @@ const WAKE_ALL_FROM: usize = 64;
 
 struct HubInner {
     topics: Mutex<HashMap<String, Weak<Topic>>>,
+    /// How many topics are alive: lets [`ReleaseHub::is_watched`] answer without the lock
+    /// when nothing is watched (the uncontended path asks on every attempt).
+    live: AtomicUsize,
     on_idle: IdleHook,
     /// Told when the store's notifications are back: the hub's polling-for-now watches
     /// ([`ReleaseHub::polling_for_now`]) end their poll and register again.
@@ -58,6 +61,7 @@ impl Drop for Topic {
         let Some(hub) = self.hub.upgrade() else {
             return;
         };
+        hub.live.fetch_sub(1, Ordering::AcqRel);
         let mut topics = hub.topics.lock().unwrap_or_else(|e| e.into_inner());
         // A new topic for the same name may already have replaced this one; only remove our own.
         if topics
@@ -131,6 +135,7 @@ impl ReleaseHub {
         ReleaseHub {
             inner: Arc::new(HubInner {
                 topics: Mutex::new(HashMap::new()),
+                live: AtomicUsize::new(0),
                 on_idle: Box::new(on_idle),
                 back: Notify::new(),
             }),
@@ -156,6 +161,7 @@ impl ReleaseHub {
             hub: Arc::downgrade(&self.inner),
         });
         topics.insert(name.to_owned(), Arc::downgrade(&topic));
+        self.inner.live.fetch_add(1, Ordering::AcqRel);
         ReleaseWatch {
             source: Source::Topic(topic),
         }
@@ -267,6 +273,40 @@ impl ReleaseHub {
             // A waiter between its attempt and its wait also has to retry.
             topic.notify.notify_one();
         }
+    }
+
+    /// Whether `name` has a live watch here: some local waiter registered for its releases
+    /// and still waits (or is about to). A backend whose releases announce themselves only
+    /// when someone waits asks it on each attempt, to tell the store that someone does. One
+    /// atomic load when nothing is watched at all.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use lock_core::ReleaseHub;
+    ///
+    /// let hub = ReleaseHub::new();
+    /// assert!(!hub.is_watched("orders:42"));
+    /// let watch = hub.watch("orders:42");
+    /// assert!(hub.is_watched("orders:42"));
+    /// assert!(!hub.is_watched("orders:43"));
+    /// drop(watch);
+    /// assert!(!hub.is_watched("orders:42"));
+    /// ```
+    #[must_use]
+    pub fn is_watched(&self, name: &str) -> bool {
+        if self.inner.live.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let topics = self.inner.topics.lock().unwrap_or_else(|e| e.into_inner());
+        topics.get(name).is_some_and(|weak| weak.strong_count() > 0)
+    }
+
+    /// Whether any name has a live watch (see [`is_watched`](Self::is_watched)): one atomic
+    /// load, for a caller that must build the name before asking.
+    #[must_use]
+    pub fn watches_any(&self) -> bool {
+        self.inner.live.load(Ordering::Acquire) > 0
     }
 
     /// How many names have live watches.

@@ -94,6 +94,17 @@ impl RedisBackend {
         &self.inner.notifications
     }
 
+    /// Whether an attempt on the fast lock `name` must tell the server that someone waits for
+    /// it ([`fast::try_acquire`]): a local waiter watches its releases, and this backend's
+    /// releases announce only what was asked for (its scripted compare-and-delete; the
+    /// native one always announces). No lookup when nothing is watched.
+    fn waited_for(&self, name: &str) -> bool {
+        let notifications = &self.inner.notifications;
+        self.inner.native_delete == NativeDelete::None
+            && notifications.watches_any()
+            && notifications.is_watched(&keys::channel(name))
+    }
+
     /// How many lock names have local waiters subscribed to their release channel.
     #[must_use]
     pub fn watched_locks(&self) -> usize {
@@ -290,7 +301,10 @@ impl LockBackend for RedisBackend {
         let calls = &self.inner.calls;
         record_node(calls, request.name);
         match self.inner.kind {
-            LockKind::Fast => fast::try_acquire(calls, self.inner.native_delete, request).await,
+            LockKind::Fast => {
+                let waited_for = self.waited_for(request.name);
+                fast::try_acquire(calls, self.inner.native_delete, request, waited_for).await
+            }
             LockKind::Reentrant => reentrant::try_acquire(calls, request).await,
         }
     }

@@ -288,6 +288,16 @@ impl Notifications {
         Ok(watch)
     }
 
+    /// Whether a local waiter watches `channel` (see [`ReleaseHub::is_watched`]).
+    pub fn is_watched(&self, channel: &str) -> bool {
+        self.hub.is_watched(channel)
+    }
+
+    /// Whether a local waiter watches any channel: one atomic load.
+    pub fn watches_any(&self) -> bool {
+        self.hub.watches_any()
+    }
+
     /// How many channels have local watchers.
     pub fn watched_channels(&self) -> usize {
         self.hub.watched_count()

@@ -30,8 +30,8 @@ use crate::wire::errors::map_error;
 use crate::wire::keys;
 use crate::wire::reply::{acquire_outcome, millis, ttl_from_pttl};
 use crate::wire::scripts::{
-    FAST_ACQUIRE_FENCED, FAST_FORCE_RELEASE, FAST_INSPECT, FAST_RELEASE, FAST_RENEW,
-    FAST_RENEW_ACROSS_SLOTS, fast_release_arguments, fast_release_command,
+    FAST_ACQUIRE_FENCED, FAST_FORCE_RELEASE, FAST_INSPECT, FAST_RELEASE, FAST_RELEASE_KEYS,
+    FAST_RENEW, FAST_RENEW_ACROSS_SLOTS, fast_release_arguments, fast_release_command,
 };
 
 /// The server's own compare-and-delete, if it has one.
@@ -60,13 +60,23 @@ impl NativeDelete {
 }
 
 /// `LockBackend::try_acquire`: `SET NX PX` in a (coalesced) pipeline, then `PTTL` when the
-/// lock is held; the fenced-acquire script when a token is asked for.
+/// lock is held; the fenced-acquire script when a token is asked for. With `waited_for` (a
+/// waiter of this process watches the lock's releases: `RedisBackend::waited_for`) the
+/// attempt also sets the lock's waiting mark, so that the release, whoever makes it, announces
+/// itself; see [`mark_waiting`].
 pub(crate) async fn try_acquire(
     calls: &Arc<Calls>,
     native_delete: NativeDelete,
     request: AcquireRequest<'_>,
+    waited_for: bool,
 ) -> Result<AcquireOutcome> {
-    let (outcome, acknowledged) = acquire_once(calls, request).await?;
+    let (outcome, acknowledged) = acquire_once(calls, request, waited_for).await?;
+    let outcome = match outcome {
+        AcquireOutcome::Held { ttl } if waited_for => AcquireOutcome::Held {
+            ttl: Some(ttl.map_or(request.lease, |ttl| ttl.min(request.lease))),
+        },
+        outcome => outcome,
+    };
     // Not reentrant: a grant is the owner's only hold; give it back, then refuse.
     replicated::grant_stands(calls, request.name, outcome, acknowledged, || {
         abandon(calls, native_delete, request.name, request.owner_field, 0)
@@ -74,22 +84,57 @@ pub(crate) async fn try_acquire(
     .await
 }
 
+/// The waiting mark an attempt sets after its `SET NX` while a local waiter watches the lock:
+/// `SET <name>:distlock_waiting:{<name>} 1 PX <two leases>` ([`keys::waiting_key`]), whether
+/// the attempt wins or not.
+///
+/// The release (`fast_release.lua`) deletes the mark with the lock and announces itself only
+/// when the mark was there, so a lock nobody waits for is released without a `PUBLISH`. What
+/// keeps every waiter woken:
+/// - a waiter registers (subscribes) before the attempt that sets the mark, so a release after
+///   the mark reaches it, and a release before it left the lock free for that attempt (or
+///   for a taker whose own release then finds the mark);
+/// - a release wakes one waiter per process; that waiter's next attempt sets the mark again
+///   for the waiters still asleep, whether it wins or loses (a waiter cancelled after its
+///   wake-up hands it on, as before);
+/// - the mark lives two leases, and while waited for, the TTL an attempt reports is capped at
+///   one lease: a sleeping waiter looks again (and marks again) before the mark it relies on
+///   can lapse, even when the holder's lease is much longer than the waiter's;
+/// - a lost notification connection wakes every waiter, whose attempts mark again.
+///
+/// The native compare-and-delete (`DELIFEQ`, `DELEX`) cannot make its announcement depend on
+/// the mark, so a backend using it always announces and never marks. A mark left behind
+/// (the lock expired unreleased, or was force-released) lapses by itself; until then each
+/// release announces, which wakes nobody or makes a waiter look again.
+fn mark_waiting(name: &str, lease: Duration) -> Cmd {
+    let mut mark = redis::cmd("SET");
+    mark.arg(keys::waiting_key(name))
+        .arg("1")
+        .arg("PX")
+        .arg(millis(lease.saturating_mul(2)));
+    mark
+}
+
 /// One attempt, and what the replicas said of its write (when they were asked).
 async fn acquire_once(
     calls: &Arc<Calls>,
     request: AcquireRequest<'_>,
+    waited_for: bool,
 ) -> Result<(AcquireOutcome, Acknowledged)> {
     let timeout = calls.call_timeout(Some(request.lease));
     if request.fencing {
         let token_key = keys::token_key(request.name);
+        let waiting_key = keys::waiting_key(request.name);
         let (reply, acknowledged): (Vec<i64>, _) = calls
-            .run_write(request.name, &FAST_ACQUIRE_FENCED, 2, timeout, |command| {
+            .run_write(request.name, &FAST_ACQUIRE_FENCED, 3, timeout, |command| {
                 command
                     .arg(request.name)
                     .arg(&token_key)
+                    .arg(&waiting_key)
                     .arg(millis(request.lease))
                     .arg(request.owner_field)
-                    .arg(calls.token_flag(true));
+                    .arg(calls.token_flag(true))
+                    .arg(if waited_for { "1" } else { "0" });
             })
             .await?;
         return Ok((acquire_outcome(&reply, true)?, acknowledged));
@@ -102,7 +147,11 @@ async fn acquire_once(
         .arg(millis(request.lease));
     let mut attempt = 1;
     loop {
-        let (replies, acknowledged) = calls.send_write(vec![set.clone()], timeout).await?;
+        let mut commands = vec![set.clone()];
+        if waited_for {
+            commands.push(mark_waiting(request.name, request.lease));
+        }
+        let (replies, acknowledged) = calls.send_write(commands, timeout).await?;
         match replies.first() {
             Some(Value::Okay) => return Ok((acquired(), acknowledged)),
             Some(Value::SimpleString(ok)) if ok == "OK" => return Ok((acquired(), acknowledged)),
@@ -173,7 +222,7 @@ pub(crate) async fn release(
     let deleted = match native_delete {
         NativeDelete::None => {
             let ((deleted,), acknowledged): ((i64,), _) = calls
-                .run_write(name, &FAST_RELEASE, 1, timeout, |command| {
+                .run_write(name, &FAST_RELEASE, FAST_RELEASE_KEYS, timeout, |command| {
                     fast_release_arguments(command, name, owner_field, &channel, calls.announce());
                 })
                 .await?;
@@ -250,7 +299,7 @@ pub(crate) async fn abandon(
         NativeDelete::None => {
             let channel = keys::channel(name);
             calls
-                .run_behind(name, &FAST_RELEASE, 1, timeout, |command| {
+                .run_behind(name, &FAST_RELEASE, FAST_RELEASE_KEYS, timeout, |command| {
                     fast_release_arguments(command, name, owner_field, &channel, calls.announce());
                 })
                 .await

@@ -6,7 +6,7 @@ use std::time::Duration;
 use lock_core::{Error, ReadWriteMode, Result};
 
 use crate::wire::keys::{
-    ELECTION_VALUES_PREFIX, FAIR_QUEUE_PREFIX, FAIR_TIMEOUT_PREFIX, TOKEN_PREFIX,
+    ELECTION_VALUES_PREFIX, FAIR_QUEUE_PREFIX, FAIR_TIMEOUT_PREFIX, TOKEN_PREFIX, WAITING_SUFFIX,
     WRITE_FIELD_SUFFIX,
 };
 use crate::wire::reply::ttl_from_pttl;
@@ -298,9 +298,11 @@ pub(crate) fn describe_reply(reply: DescribeReply) -> Result<LockDescription> {
 /// Whether `key` has the shape of a key the family derives from a name, rather than a name:
 /// a fencing counter, a fair queue or its deadlines, an election's leader values (all by their
 /// prefixes), a read-write lock's read hold key (`…:<owner field>:rwlock_timeout:<k>`), or the
-/// permits out of a name without a hash tag (`{name}:timeout`). The permits out of a name with
-/// a hash tag (`name:timeout`) cannot be told from a name by shape; as a sorted set, `describe`
-/// finds it is none of the family.
+/// permits out of a name without a hash tag (`{name}:timeout`), a fast lock's waiting mark
+/// (`name:distlock_waiting:{name}`, or `name:distlock_waiting` for a name with a hash tag,
+/// which a name ending so would be taken for). The permits out of a name with a hash tag
+/// (`name:timeout`) cannot be told from a name by shape; as a sorted set, `describe` finds it
+/// is none of the family.
 pub(crate) fn is_derived_key(key: &str) -> bool {
     let prefixed = [
         TOKEN_PREFIX,
@@ -321,7 +323,16 @@ pub(crate) fn is_derived_key(key: &str) -> bool {
         .and_then(|base| base.strip_prefix('{'))
         .and_then(|base| base.strip_suffix('}'))
         .is_some_and(|name| !name.is_empty() && !name.contains(['{', '}']));
-    prefixed || read_hold || permits
+    // A fast lock's waiting mark: `name:distlock_waiting:{name}`, or `name:distlock_waiting`
+    // for a name with its own hash tag.
+    let waiting = key
+        .strip_suffix(WAITING_SUFFIX)
+        .is_some_and(|name| name.contains('{'))
+        || key.strip_suffix('}').is_some_and(|rest| {
+            rest.split_once(&format!("{WAITING_SUFFIX}:{{"))
+                .is_some_and(|(name, tagged)| !name.is_empty() && name == tagged)
+        });
+    prefixed || read_hold || permits || waiting
 }
 
 /// Fills in lease-bound permits: `available` is the count (`None` when it is gone).
@@ -728,6 +739,9 @@ mod tests {
             "redisson_lock_queue:{a}",
             "redisson_lock_timeout:{t}:a",
             "distlock_leader:{a}",
+            "a:distlock_waiting:{a}",
+            "orders:42:distlock_waiting:{orders:42}",
+            "{t}:a:distlock_waiting",
             "{a}:u-1:7:rwlock_timeout:2",
             "{t}:a:u-1:7:rwlock_timeout:1",
             "{gpu}:timeout",
@@ -738,6 +752,9 @@ mod tests {
             "orders:42",
             "redisson_lock_token",
             "distlock_leaderboard",
+            "a:distlock_waiting",
+            "a:distlock_waiting:{b}",
+            "{t}:a:distlock_waiting:x",
             "jobs:timeout",
             "{t}:gpu:timeout",
             "{}:timeout",

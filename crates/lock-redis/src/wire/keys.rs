@@ -9,6 +9,10 @@ pub const TOKEN_PREFIX: &str = "redisson_lock_token";
 /// The message published on the release channel when a lock becomes free (Redisson's
 /// `UNLOCK_MESSAGE`).
 pub const UNLOCK_MESSAGE: &str = "0";
+/// What follows the lock name in a fast lock's waiting mark (distlock's own: Redisson has no
+/// fast lock). The mark's presence tells the release that someone waits, and so that it must
+/// announce itself.
+pub const WAITING_SUFFIX: &str = ":distlock_waiting";
 /// Prefix of an election's leader values (distlock's own: Redisson has no election).
 pub const ELECTION_VALUES_PREFIX: &str = "distlock_leader";
 /// Prefix of an election's channel, on which leader changes are announced.
@@ -154,6 +158,27 @@ pub fn latch_channel(name: &str) -> String {
     format!("{LATCH_CHANNEL_PREFIX}{{{name}}}")
 }
 
+/// The waiting mark of a fast lock: `name:distlock_waiting:{name}` (`name:distlock_waiting`
+/// when the name has its own hash tag), a string set (with a TTL) by an attempt made while a
+/// waiter of this process watches the lock's releases; the release that deletes the lock
+/// deletes it too, and announces itself only when it was there.
+///
+/// It starts with the name, unlike the derived keys Redisson lays out, so an ACL user allowed
+/// the names (`~orders:*`) is allowed the marks without another grant; the tag puts it in the
+/// lock's cluster slot.
+#[must_use]
+pub fn waiting_key(name: &str) -> String {
+    let mut key = String::with_capacity(2 * name.len() + WAITING_SUFFIX.len() + 3);
+    key.push_str(name);
+    key.push_str(WAITING_SUFFIX);
+    if !name.contains('{') {
+        key.push_str(":{");
+        key.push_str(name);
+        key.push('}');
+    }
+    key
+}
+
 /// The fencing counter key of a lock: `redisson_lock_token:{name}`.
 #[must_use]
 pub fn token_key(name: &str) -> String {
@@ -229,6 +254,11 @@ mod tests {
         );
         assert_eq!(permits_key("{t}:gpu"), "{t}:gpu:timeout");
         assert_eq!(
+            waiting_key("orders:42"),
+            "orders:42:distlock_waiting:{orders:42}"
+        );
+        assert_eq!(waiting_key("{t}:job"), "{t}:job:distlock_waiting");
+        assert_eq!(
             latch_channel("ready"),
             "redisson_countdownlatch__channel__{ready}"
         );
@@ -258,6 +288,7 @@ mod tests {
         ] {
             check_name(name).unwrap();
             assert_eq!(slot(name), slot(&token_key(name)), "{name}");
+            assert_eq!(slot(name), slot(&waiting_key(name)), "{name}");
             assert_eq!(slot(name), slot(&channel(name)), "{name}");
             assert_eq!(slot(name), slot(&semaphore_channel(name)), "{name}");
             assert_eq!(slot(name), slot(&rw_channel(name)), "{name}");

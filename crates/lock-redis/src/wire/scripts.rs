@@ -162,6 +162,8 @@ pub(crate) static SEMAPHORE_READ: LazyLock<LockScript> =
 
 pub(crate) static FAST_ACQUIRE_FENCED: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_acquire_fenced.lua")));
+/// How many keys `fast_release.lua` takes (see [`fast_release_arguments`]).
+pub(crate) const FAST_RELEASE_KEYS: usize = 2;
 /// Answers its usual outcome, the lock deleted (1), with the bare request id.
 pub(crate) static FAST_RELEASE: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_release.lua")).bare(&[1]));
@@ -193,7 +195,8 @@ pub(crate) fn preloaded() -> [&'static LockScript; 12] {
     ]
 }
 
-/// The keys and arguments of `fast_release.lua` (before the request id).
+/// The keys and arguments of `fast_release.lua` (before the request id): its two keys, the
+/// lock and its waiting mark ([`FAST_RELEASE_KEYS`]).
 pub(crate) fn fast_release_arguments(
     command: &mut Cmd,
     name: &str,
@@ -203,6 +206,7 @@ pub(crate) fn fast_release_arguments(
 ) {
     command
         .arg(name)
+        .arg(keys::waiting_key(name))
         .arg(owner_field)
         .arg(channel)
         .arg(keys::UNLOCK_MESSAGE)
@@ -220,7 +224,7 @@ pub(crate) fn fast_release_command(
     let channel = keys::channel(name);
     FAST_RELEASE.command(
         true,
-        1,
+        FAST_RELEASE_KEYS,
         |command| fast_release_arguments(command, name, owner_field, &channel, announce),
         request_id,
     )
