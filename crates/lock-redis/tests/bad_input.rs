@@ -142,6 +142,14 @@ fn bad_names() -> Vec<(String, &'static str)> {
         ("}{".into(), "`}` before `{`"),
         ("}x{".into(), "`}` then an unclosed `{`"),
         ("x{\u{0}".into(), "an unclosed `{` before a NUL"),
+        (
+            "a:distlock_waiting:{a}".into(),
+            "the waiting mark of the fast lock `a`, which a release of `a` deletes",
+        ),
+        (
+            "{t}:a:distlock_waiting".into(),
+            "the waiting mark of the fast lock `{t}:a`",
+        ),
     ]
 }
 

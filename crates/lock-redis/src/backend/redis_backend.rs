@@ -94,15 +94,12 @@ impl RedisBackend {
         &self.inner.notifications
     }
 
-    /// Whether an attempt on the fast lock `name` must tell the server that someone waits for
-    /// it ([`fast::try_acquire`]): a local waiter watches its releases, and this backend's
-    /// releases announce only what was asked for (its scripted compare-and-delete; the
-    /// native one always announces). No lookup when nothing is watched.
+    /// Whether a waiter of this backend watches the releases of the fast lock `name`: its
+    /// attempts then mark the lock as waited for, and its releases announce themselves
+    /// whether marked or not (see `fast::mark_waiting`). No lookup when nothing is watched.
     fn waited_for(&self, name: &str) -> bool {
         let notifications = &self.inner.notifications;
-        self.inner.native_delete == NativeDelete::None
-            && notifications.watches_any()
-            && notifications.is_watched(&keys::channel(name))
+        notifications.watches_any() && notifications.is_watched(&keys::channel(name))
     }
 
     /// How many lock names have local waiters subscribed to their release channel.
@@ -319,7 +316,15 @@ impl LockBackend for RedisBackend {
         record_node(calls, name);
         match self.inner.kind {
             LockKind::Fast => {
-                fast::release(calls, self.inner.native_delete, name, owner_field).await
+                let waited_for = self.waited_for(name);
+                fast::release(
+                    calls,
+                    self.inner.native_delete,
+                    name,
+                    owner_field,
+                    waited_for,
+                )
+                .await
             }
             LockKind::Reentrant => reentrant::release(calls, name, owner_field, lease).await,
         }

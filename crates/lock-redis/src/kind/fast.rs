@@ -30,8 +30,9 @@ use crate::wire::errors::map_error;
 use crate::wire::keys;
 use crate::wire::reply::{acquire_outcome, millis, ttl_from_pttl};
 use crate::wire::scripts::{
-    FAST_ACQUIRE_FENCED, FAST_FORCE_RELEASE, FAST_INSPECT, FAST_RELEASE, FAST_RELEASE_KEYS,
-    FAST_RENEW, FAST_RENEW_ACROSS_SLOTS, fast_release_arguments, fast_release_command,
+    FAST_ACQUIRE_FENCED, FAST_FORCE_RELEASE, FAST_HELD, FAST_INSPECT, FAST_RELEASE,
+    FAST_RELEASE_KEYS, FAST_RENEW, FAST_RENEW_ACROSS_SLOTS, fast_release_arguments,
+    fast_release_command,
 };
 
 /// The server's own compare-and-delete, if it has one.
@@ -61,9 +62,10 @@ impl NativeDelete {
 
 /// `LockBackend::try_acquire`: `SET NX PX` in a (coalesced) pipeline, then `PTTL` when the
 /// lock is held; the fenced-acquire script when a token is asked for. With `waited_for` (a
-/// waiter of this process watches the lock's releases: `RedisBackend::waited_for`) the
-/// attempt also sets the lock's waiting mark, so that the release, whoever makes it, announces
-/// itself; see [`mark_waiting`].
+/// waiter of this client watches the lock's releases: `RedisBackend::waited_for`) an attempt
+/// that finds the lock held also marks it as waited for, so that its release, whoever makes
+/// it, announces itself ([`mark_waiting`]), and reports at most [`MARK_TTL`]` / 2` as the
+/// time left, so that the waiter looks again (and marks again) before its mark lapses.
 pub(crate) async fn try_acquire(
     calls: &Arc<Calls>,
     native_delete: NativeDelete,
@@ -72,8 +74,8 @@ pub(crate) async fn try_acquire(
 ) -> Result<AcquireOutcome> {
     let (outcome, acknowledged) = acquire_once(calls, request, waited_for).await?;
     let outcome = match outcome {
-        AcquireOutcome::Held { ttl } if waited_for => AcquireOutcome::Held {
-            ttl: Some(ttl.map_or(request.lease, |ttl| ttl.min(request.lease))),
+        AcquireOutcome::Held { ttl: Some(ttl) } if waited_for => AcquireOutcome::Held {
+            ttl: Some(ttl.min(MARK_TTL / 2)),
         },
         outcome => outcome,
     };
@@ -84,34 +86,40 @@ pub(crate) async fn try_acquire(
     .await
 }
 
-/// The waiting mark an attempt sets after its `SET NX` while a local waiter watches the lock:
-/// `SET <name>:distlock_waiting:{<name>} 1 PX <two leases>` ([`keys::waiting_key`]), whether
-/// the attempt wins or not.
+/// How long a waiting mark lives after the attempt that set it (a later mark moves its end
+/// later, never sooner: every mark is set for this long).
+pub(crate) const MARK_TTL: Duration = Duration::from_secs(60);
+
+/// The waiting mark an attempt sets when it finds the lock held while a waiter of its client
+/// waits for it: `SET <name>:distlock_waiting:{<name>} 1 PX 60000` ([`keys::waiting_key`],
+/// [`MARK_TTL`]).
 ///
-/// The release (`fast_release.lua`) deletes the mark with the lock and announces itself only
-/// when the mark was there, so a lock nobody waits for is released without a `PUBLISH`. What
-/// keeps every waiter woken:
+/// The scripted release (`fast_release.lua`) deletes the mark with the lock and announces
+/// itself only when the mark was there or the releasing client has waiters of its own, so a
+/// lock nobody waits for is released without a `PUBLISH`. What keeps every waiter woken:
 /// - a waiter registers (subscribes) before the attempt that sets the mark, so a release after
-///   the mark reaches it, and a release before it left the lock free for that attempt (or
-///   for a taker whose own release then finds the mark);
-/// - a release wakes one waiter per process; that waiter's next attempt sets the mark again
-///   for the waiters still asleep, whether it wins or loses (a waiter cancelled after its
-///   wake-up hands it on, as before);
-/// - the mark lives two leases, and while waited for, the TTL an attempt reports is capped at
-///   one lease: a sleeping waiter looks again (and marks again) before the mark it relies on
-///   can lapse, even when the holder's lease is much longer than the waiter's;
+///   the mark reaches it, and a release before it left the lock free for that attempt (or for
+///   a taker whose own release then finds the mark);
+/// - a release wakes one waiter per client; if it loses, its attempt marks the lock again for
+///   its client's waiters still asleep; if it wins, its release announces itself because its
+///   client still has waiters (a waiter cancelled after its wake-up hands it on, as before);
+/// - a waiter relying on a mark sleeps at most half the mark's life between looks, and each
+///   look that finds the lock held marks it again;
 /// - a lost notification connection wakes every waiter, whose attempts mark again.
 ///
-/// The native compare-and-delete (`DELIFEQ`, `DELEX`) cannot make its announcement depend on
-/// the mark, so a backend using it always announces and never marks. A mark left behind
-/// (the lock expired unreleased, or was force-released) lapses by itself; until then each
-/// release announces, which wakes nobody or makes a waiter look again.
-fn mark_waiting(name: &str, lease: Duration) -> Cmd {
+/// Marks are set whichever release the client uses, so that a client on the native
+/// compare-and-delete (which always announces: a pipeline cannot make it conditional) and one
+/// on the script can share names. A mark left behind (the lock expired unreleased, a native
+/// release, a force-release) lapses by itself; until then each release announces, which wakes
+/// nobody or makes a waiter look again. The mark is its own command, never in a pipeline with
+/// the `SET NX` (a pipeline with two keys is sent again whole after an `ASK` while its slot
+/// moves, and would write the lock on the importing node).
+fn mark_waiting(name: &str) -> Cmd {
     let mut mark = redis::cmd("SET");
     mark.arg(keys::waiting_key(name))
         .arg("1")
         .arg("PX")
-        .arg(millis(lease.saturating_mul(2)));
+        .arg(millis(MARK_TTL));
     mark
 }
 
@@ -125,6 +133,7 @@ async fn acquire_once(
     if request.fencing {
         let token_key = keys::token_key(request.name);
         let waiting_key = keys::waiting_key(request.name);
+        let mark_ttl = if waited_for { millis(MARK_TTL) } else { 0 };
         let (reply, acknowledged): (Vec<i64>, _) = calls
             .run_write(request.name, &FAST_ACQUIRE_FENCED, 3, timeout, |command| {
                 command
@@ -134,7 +143,7 @@ async fn acquire_once(
                     .arg(millis(request.lease))
                     .arg(request.owner_field)
                     .arg(calls.token_flag(true))
-                    .arg(if waited_for { "1" } else { "0" });
+                    .arg(mark_ttl);
             })
             .await?;
         return Ok((acquire_outcome(&reply, true)?, acknowledged));
@@ -147,54 +156,73 @@ async fn acquire_once(
         .arg(millis(request.lease));
     let mut attempt = 1;
     loop {
-        let mut commands = vec![set.clone()];
-        if waited_for {
-            commands.push(mark_waiting(request.name, request.lease));
-        }
-        let (replies, acknowledged) = calls.send_write(commands, timeout).await?;
+        let (replies, acknowledged) = calls.send_write(vec![set.clone()], timeout).await?;
         match replies.first() {
             Some(Value::Okay) => return Ok((acquired(), acknowledged)),
             Some(Value::SimpleString(ok)) if ok == "OK" => return Ok((acquired(), acknowledged)),
             // Held: a second round trip for how long, so the waiter's timer is capped by it.
             // Only the contended path pays it.
-            Some(Value::Nil) => {
-                let mut pttl = redis::cmd("PTTL");
-                pttl.arg(request.name);
-                let replies = calls.send_coalesced(vec![pttl], timeout).await?;
-                match replies.first() {
-                    // The key expired (or was released) between the SET and the PTTL: the
-                    // lock is free, so take it now rather than have the waiter sleep without
-                    // a TTL to cap it.
-                    Some(Value::Int(-2)) if attempt < SET_ATTEMPTS => attempt += 1,
-                    // Still gone after every attempt (the name is changing hands quickly):
-                    // have the waiter look again at once.
-                    Some(Value::Int(-2)) => {
-                        let held = AcquireOutcome::Held {
-                            ttl: Some(Duration::ZERO),
-                        };
-                        return Ok((held, None));
-                    }
-                    // A TTL, or -1 (no expiry: `None`).
-                    Some(Value::Int(pttl)) => {
-                        let held = AcquireOutcome::Held {
-                            ttl: ttl_from_pttl(*pttl),
-                        };
-                        return Ok((held, None));
-                    }
-                    // Refused (an ACL without `+pttl`): in step, as the pipeline's echo said.
-                    Some(Value::ServerError(error)) => {
-                        return Err(map_error(&error.clone().into(), timeout));
-                    }
-                    other => {
-                        return Err(Error::Protocol(format!("PTTL answered {other:?}").into()));
-                    }
+            Some(Value::Nil) => match held_for(calls, request.name, waited_for, timeout).await? {
+                // The key expired (or was released) between the SET and the PTTL: the lock is
+                // free, so take it now rather than have the waiter sleep without a TTL to cap
+                // it.
+                -2 if attempt < SET_ATTEMPTS => attempt += 1,
+                // Still gone after every attempt (the name is changing hands quickly): have
+                // the waiter look again at once.
+                -2 => {
+                    let held = AcquireOutcome::Held {
+                        ttl: Some(Duration::ZERO),
+                    };
+                    return Ok((held, None));
                 }
-            }
+                // A TTL, or -1 (no expiry: `None`).
+                pttl => {
+                    let held = AcquireOutcome::Held {
+                        ttl: ttl_from_pttl(pttl),
+                    };
+                    return Ok((held, None));
+                }
+            },
             Some(Value::ServerError(error)) => {
                 return Err(map_error(&error.clone().into(), timeout));
             }
             other => return Err(Error::Protocol(format!("SET NX answered {other:?}").into())),
         }
+    }
+}
+
+/// How long the fast lock `name`, found held, is still held (`PTTL`: -2 gone, -1 no expiry);
+/// with `waited_for`, marked as waited for in the same step where scripts run
+/// (`fast_held.lua`, which marks only a lock still there), else by the mark's own `SET`
+/// after the `PTTL` (two keys in one pipeline: see [`mark_waiting`] for why not with `SET
+/// NX`; a `PTTL` sent again after an `ASK` writes nothing).
+async fn held_for(
+    calls: &Arc<Calls>,
+    name: &str,
+    waited_for: bool,
+    timeout: Duration,
+) -> Result<i64> {
+    if waited_for && calls.runs_scripts() {
+        let waiting_key = keys::waiting_key(name);
+        let (pttl,): (i64,) = calls
+            .run(name, &FAST_HELD, 2, timeout, |command| {
+                command.arg(name).arg(&waiting_key).arg(millis(MARK_TTL));
+            })
+            .await?;
+        return Ok(pttl);
+    }
+    let mut pttl = redis::cmd("PTTL");
+    pttl.arg(name);
+    let mut commands = vec![pttl];
+    if waited_for {
+        commands.push(mark_waiting(name));
+    }
+    let replies = calls.send_coalesced(commands, timeout).await?;
+    match replies.first() {
+        Some(Value::Int(pttl)) => Ok(*pttl),
+        // Refused (an ACL without `+pttl`): in step, as the pipeline's echo said.
+        Some(Value::ServerError(error)) => Err(map_error(&error.clone().into(), timeout)),
+        other => Err(Error::Protocol(format!("PTTL answered {other:?}").into())),
     }
 }
 
@@ -216,6 +244,7 @@ pub(crate) async fn release(
     native_delete: NativeDelete,
     name: &str,
     owner_field: &str,
+    waited_for: bool,
 ) -> Result<ReleaseOutcome> {
     let timeout = calls.call_timeout(None);
     let channel = keys::channel(name);
@@ -223,7 +252,14 @@ pub(crate) async fn release(
         NativeDelete::None => {
             let ((deleted,), acknowledged): ((i64,), _) = calls
                 .run_write(name, &FAST_RELEASE, FAST_RELEASE_KEYS, timeout, |command| {
-                    fast_release_arguments(command, name, owner_field, &channel, calls.announce());
+                    fast_release_arguments(
+                        command,
+                        name,
+                        owner_field,
+                        &channel,
+                        calls.announce(),
+                        waited_for,
+                    );
                 })
                 .await?;
             replicated::log_release(calls, name, acknowledged);
@@ -300,7 +336,16 @@ pub(crate) async fn abandon(
             let channel = keys::channel(name);
             calls
                 .run_behind(name, &FAST_RELEASE, FAST_RELEASE_KEYS, timeout, |command| {
-                    fast_release_arguments(command, name, owner_field, &channel, calls.announce());
+                    // Announced whether marked or not: a cleanup is rare, and it may undo a
+                    // grant a local waiter was not told of.
+                    fast_release_arguments(
+                        command,
+                        name,
+                        owner_field,
+                        &channel,
+                        calls.announce(),
+                        true,
+                    );
                 })
                 .await
                 .map(|(_,): (i64,)| ())

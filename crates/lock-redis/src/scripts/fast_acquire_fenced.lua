@@ -3,18 +3,17 @@
 -- the owner, set only if absent. Without a token the client sends `SET NX PX` instead.
 -- KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] the lock's waiting mark
 -- ARGV[1] lease in ms, ARGV[2] owner field, ARGV[3] '1' (the counter expires once the clock has
--- passed the token, and a lease more) or 'k' (kept), ARGV[4] '1' when a waiter of the
--- caller's process waits for the lock: the waiting mark is set (for two leases), as
--- `fast::try_acquire` pipelines it after `SET NX`, whether or not this attempt wins; ARGV[5]
--- request id
+-- passed the token, and a lease more) or 'k' (kept), ARGV[4] the waiting mark's TTL in ms when a
+-- waiter of the caller's client waits for the lock, '0' otherwise: a held lock is then marked as
+-- waited for (as `fast_held.lua` does), ARGV[5] request id
 -- Returns {request id, 1, 1, token} when granted, {request id, 0, pttl} when held.
 --#include next_fencing_token
-if ARGV[4] == '1' then
-    redis.call('set', KEYS[3], '1', 'PX', 2 * tonumber(ARGV[1]))
-end
 if redis.call('exists', KEYS[1]) == 0 then
     local token = next_fencing_token(KEYS[2], ARGV[3], ARGV[1])
     redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[1])
     return {ARGV[5], 1, 1, token}
+end
+if ARGV[4] ~= '0' then
+    redis.call('set', KEYS[3], '1', 'PX', ARGV[4])
 end
 return {ARGV[5], 0, redis.call('pttl', KEYS[1])}

@@ -6,8 +6,8 @@ use std::time::Duration;
 use lock_core::{Error, ReadWriteMode, Result};
 
 use crate::wire::keys::{
-    ELECTION_VALUES_PREFIX, FAIR_QUEUE_PREFIX, FAIR_TIMEOUT_PREFIX, TOKEN_PREFIX, WAITING_SUFFIX,
-    WRITE_FIELD_SUFFIX,
+    ELECTION_VALUES_PREFIX, FAIR_QUEUE_PREFIX, FAIR_TIMEOUT_PREFIX, TOKEN_PREFIX,
+    WRITE_FIELD_SUFFIX, is_waiting_key,
 };
 use crate::wire::reply::ttl_from_pttl;
 
@@ -299,8 +299,8 @@ pub(crate) fn describe_reply(reply: DescribeReply) -> Result<LockDescription> {
 /// a fencing counter, a fair queue or its deadlines, an election's leader values (all by their
 /// prefixes), a read-write lock's read hold key (`…:<owner field>:rwlock_timeout:<k>`), or the
 /// permits out of a name without a hash tag (`{name}:timeout`), a fast lock's waiting mark
-/// (`name:distlock_waiting:{name}`, or `name:distlock_waiting` for a name with a hash tag,
-/// which a name ending so would be taken for). The permits out of a name with a hash tag
+/// (`name:distlock_waiting:{name}`, or `name:distlock_waiting` for a name with a hash tag: no
+/// name may contain `:distlock_waiting`). The permits out of a name with a hash tag
 /// (`name:timeout`) cannot be told from a name by shape; as a sorted set, `describe` finds it
 /// is none of the family.
 pub(crate) fn is_derived_key(key: &str) -> bool {
@@ -323,15 +323,8 @@ pub(crate) fn is_derived_key(key: &str) -> bool {
         .and_then(|base| base.strip_prefix('{'))
         .and_then(|base| base.strip_suffix('}'))
         .is_some_and(|name| !name.is_empty() && !name.contains(['{', '}']));
-    // A fast lock's waiting mark: `name:distlock_waiting:{name}`, or `name:distlock_waiting`
-    // for a name with its own hash tag.
-    let waiting = key
-        .strip_suffix(WAITING_SUFFIX)
-        .is_some_and(|name| name.contains('{'))
-        || key.strip_suffix('}').is_some_and(|rest| {
-            rest.split_once(&format!("{WAITING_SUFFIX}:{{"))
-                .is_some_and(|(name, tagged)| !name.is_empty() && name == tagged)
-        });
+    // A fast lock's waiting mark (no lock name has its shape).
+    let waiting = is_waiting_key(key);
     prefixed || read_hold || permits || waiting
 }
 
@@ -752,9 +745,6 @@ mod tests {
             "orders:42",
             "redisson_lock_token",
             "distlock_leaderboard",
-            "a:distlock_waiting",
-            "a:distlock_waiting:{b}",
-            "{t}:a:distlock_waiting:x",
             "jobs:timeout",
             "{t}:gpu:timeout",
             "{}:timeout",

@@ -215,13 +215,17 @@ pub fn slot(key: &str) -> u16 {
     crc % 16384
 }
 
-/// Checks a lock name: the shared rules, plus braces. A name may carry a Redis hash tag, but only
-/// a well-formed one (`{` … non-empty … `}`), since otherwise the derived fencing key
-/// could not be placed in the lock key's cluster slot the way Redisson places it.
+/// Checks a lock name: the shared rules, plus braces, plus the fast lock's waiting marks. A
+/// name may carry a Redis hash tag, but only a well-formed one (`{` … non-empty … `}`), since
+/// otherwise the derived fencing key could not be placed in the lock key's cluster slot the way
+/// Redisson places it. A name may not contain [`WAITING_SUFFIX`] (`:distlock_waiting`): the
+/// waiting mark of the fast lock `a` is `a:distlock_waiting:{a}`, which a release of `a`
+/// deletes, so no lock may be named like one.
 ///
 /// # Errors
 ///
-/// [`Error::InvalidName`] for an empty or over-long name, or braces that are not a hash tag.
+/// [`Error::InvalidName`] for an empty or over-long name, braces that are not a hash tag, or a
+/// name containing `:distlock_waiting`.
 pub fn check_name(name: &str) -> Result<()> {
     lock_core::options::check_name(name)?;
     if (name.contains('{') || name.contains('}')) && hash_tag(name).len() == name.len() {
@@ -229,7 +233,19 @@ pub fn check_name(name: &str) -> Result<()> {
             reason: "braces in a lock name must form a non-empty hash tag like `{user:7}:orders`",
         });
     }
+    if is_waiting_key(name) {
+        return Err(Error::InvalidName {
+            reason: "`:distlock_waiting` is kept for the fast lock's waiting marks",
+        });
+    }
     Ok(())
+}
+
+/// Whether `key` is shaped like a fast lock's waiting mark ([`waiting_key`]): it contains
+/// [`WAITING_SUFFIX`], which no lock name may ([`check_name`]).
+#[must_use]
+pub fn is_waiting_key(key: &str) -> bool {
+    key.contains(WAITING_SUFFIX)
 }
 
 #[cfg(test)]
@@ -324,6 +340,35 @@ mod tests {
         for name in ["a{}b", "a}b", "a{b", "}{"] {
             assert!(
                 matches!(check_name(name), Err(Error::InvalidName { .. })),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_names_shaped_like_a_waiting_mark() {
+        for name in [
+            "a:distlock_waiting:{a}",
+            "{t}:a:distlock_waiting",
+            "jobs:distlock_waiting",
+            &waiting_key("orders:42"),
+        ] {
+            assert!(
+                matches!(check_name(name), Err(Error::InvalidName { .. })),
+                "{name}"
+            );
+            assert!(is_waiting_key(name), "{name}");
+        }
+        for name in [
+            "orders:42",
+            "{t}:a",
+            "distlock_waiting",
+            "a:distlock_waitingroom:b",
+        ] {
+            // The last one contains the suffix: refused too, as the rule says.
+            assert_eq!(
+                check_name(name).is_ok(),
+                !name.contains(WAITING_SUFFIX),
                 "{name}"
             );
         }

@@ -176,9 +176,12 @@ pub(crate) static FAST_FORCE_RELEASE: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_force_release.lua")));
 pub(crate) static FAST_INSPECT: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_inspect.lua")));
+/// A held fast lock's TTL, and its waiting mark set (an attempt while a local waiter waits).
+pub(crate) static FAST_HELD: LazyLock<LockScript> =
+    LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_held.lua")));
 
 /// Every script sent by hash, loaded on each new connection.
-pub(crate) fn preloaded() -> [&'static LockScript; 12] {
+pub(crate) fn preloaded() -> [&'static LockScript; 13] {
     [
         &ACQUIRE,
         &RELEASE,
@@ -192,17 +195,20 @@ pub(crate) fn preloaded() -> [&'static LockScript; 12] {
         &FAST_RENEW_ACROSS_SLOTS,
         &FAST_FORCE_RELEASE,
         &FAST_INSPECT,
+        &FAST_HELD,
     ]
 }
 
 /// The keys and arguments of `fast_release.lua` (before the request id): its two keys, the
-/// lock and its waiting mark ([`FAST_RELEASE_KEYS`]).
+/// lock and its waiting mark ([`FAST_RELEASE_KEYS`]); with `waited_for` (the releasing client
+/// has waiters for the lock) the release is announced whether the lock was marked or not.
 pub(crate) fn fast_release_arguments(
     command: &mut Cmd,
     name: &str,
     owner_field: &str,
     channel: &str,
     announce: Announce,
+    waited_for: bool,
 ) {
     command
         .arg(name)
@@ -210,11 +216,13 @@ pub(crate) fn fast_release_arguments(
         .arg(owner_field)
         .arg(channel)
         .arg(keys::UNLOCK_MESSAGE)
-        .arg(announce.arg());
+        .arg(announce.arg())
+        .arg(if waited_for { "1" } else { "0" });
 }
 
 /// The compare-and-delete script of the fast lock as one `EVAL`, for replaying a cleanup on a
-/// new connection.
+/// new connection. It announces the release whether the lock was marked or not: a replayed
+/// cleanup is rare, and the client's waiters then may have missed a release.
 pub(crate) fn fast_release_command(
     name: &str,
     owner_field: &str,
@@ -225,7 +233,7 @@ pub(crate) fn fast_release_command(
     FAST_RELEASE.command(
         true,
         FAST_RELEASE_KEYS,
-        |command| fast_release_arguments(command, name, owner_field, &channel, announce),
+        |command| fast_release_arguments(command, name, owner_field, &channel, announce, true),
         request_id,
     )
 }
