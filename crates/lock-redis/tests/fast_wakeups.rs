@@ -111,32 +111,33 @@ async fn a_release_nobody_waits_for_publishes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_in_another_client_is_woken_by_the_release() {
-    woken_by_the_release(leased(Duration::from_secs(30))).await;
+    woken_by_the_release("busy", leased(Duration::from_secs(30))).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_waiter_is_woken_by_the_release() {
-    // Its attempts are the fenced-acquire script, which sets the mark itself.
-    woken_by_the_release(leased(Duration::from_secs(30)).fenced()).await;
+    // Its attempts are the fenced-acquire script, which sets the mark itself; a name with its
+    // own hash tag, whose channel the release script derives without adding braces.
+    woken_by_the_release("{t}:busy", leased(Duration::from_secs(30)).fenced()).await;
 }
 
-async fn woken_by_the_release<F: Fencing + 'static>(lease: LockOptions<F>) {
+async fn woken_by_the_release<F: Fencing + 'static>(name: &'static str, lease: LockOptions<F>) {
     let server = RedisServer::start().unwrap();
     let mut raw = server.connection().await;
     let holder = fast(server.url()).await;
     let waiter = fast(server.url()).await;
-    let guard = holder.lock_with("busy", &lease).await.unwrap();
+    let guard = holder.lock_with(name, &lease).await.unwrap();
     let waiting = tokio::spawn({
         let waiter = waiter.clone();
         let lease = lease.clone();
         async move {
-            let guard = waiter.lock_with("busy", &lease).await.unwrap();
+            let guard = waiter.lock_with(name, &lease).await.unwrap();
             let granted = Instant::now();
             assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
             granted
         }
     });
-    until_marked(&mut raw, "busy").await;
+    until_marked(&mut raw, name).await;
     let publishes = calls(&mut raw, "publish").await;
     let released = Instant::now();
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
@@ -150,10 +151,10 @@ async fn woken_by_the_release<F: Fencing + 'static>(lease: LockOptions<F>) {
         granted - released
     );
     assert!(calls(&mut raw, "publish").await > publishes);
-    assert!(!exists(&mut raw, "busy").await);
+    assert!(!exists(&mut raw, name).await);
     // The scripted release that announced deleted the mark with the lock.
     if !native_release(&holder) {
-        assert!(!exists(&mut raw, &keys::waiting_key("busy")).await);
+        assert!(!exists(&mut raw, &keys::waiting_key(name)).await);
     }
 }
 

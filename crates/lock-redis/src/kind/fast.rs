@@ -247,7 +247,6 @@ pub(crate) async fn release(
     waited_for: bool,
 ) -> Result<ReleaseOutcome> {
     let timeout = calls.call_timeout(None);
-    let channel = keys::channel(name);
     let deleted = match native_delete {
         NativeDelete::None => {
             let ((deleted,), acknowledged): ((i64,), _) = calls
@@ -256,7 +255,6 @@ pub(crate) async fn release(
                         command,
                         name,
                         owner_field,
-                        &channel,
                         calls.announce(),
                         waited_for,
                     );
@@ -333,19 +331,11 @@ pub(crate) async fn abandon(
     let (started, timeout) = (tokio::time::Instant::now(), calls.call_timeout(None));
     let given_back = match native_delete {
         NativeDelete::None => {
-            let channel = keys::channel(name);
             calls
                 .run_behind(name, &FAST_RELEASE, FAST_RELEASE_KEYS, timeout, |command| {
                     // Announced whether marked or not: a cleanup is rare, and it may undo a
                     // grant a local waiter was not told of.
-                    fast_release_arguments(
-                        command,
-                        name,
-                        owner_field,
-                        &channel,
-                        calls.announce(),
-                        true,
-                    );
+                    fast_release_arguments(command, name, owner_field, calls.announce(), true);
                 })
                 .await
                 .map(|(_,): (i64,)| ())

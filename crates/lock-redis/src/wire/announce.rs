@@ -29,6 +29,16 @@ impl Announce {
         }
     }
 
+    /// As [`arg`](Self::arg), in capitals: `fast_release.lua` then announces the release
+    /// whether the lock was marked as waited for or not.
+    pub(crate) fn arg_always(self) -> &'static str {
+        match self {
+            Announce::Plain => "P",
+            Announce::Sharded => "S",
+            Announce::Both => "B",
+        }
+    }
+
     /// The commands that announce a release of `name` outside a script.
     pub(crate) fn commands(self, name: &str) -> Vec<Cmd> {
         let channel = keys::channel(name);

@@ -200,13 +200,14 @@ pub(crate) fn preloaded() -> [&'static LockScript; 13] {
 }
 
 /// The keys and arguments of `fast_release.lua` (before the request id): its two keys, the
-/// lock and its waiting mark ([`FAST_RELEASE_KEYS`]); with `waited_for` (the releasing client
-/// has waiters for the lock) the release is announced whether the lock was marked or not.
+/// lock and its waiting mark ([`FAST_RELEASE_KEYS`]), the owner, and how to announce the
+/// release, in capitals when `waited_for` (the releasing client has waiters for the lock: the
+/// release is announced whether the lock was marked or not). The script derives the channel
+/// and the message itself: each argument costs the server about as much as a command.
 pub(crate) fn fast_release_arguments(
     command: &mut Cmd,
     name: &str,
     owner_field: &str,
-    channel: &str,
     announce: Announce,
     waited_for: bool,
 ) {
@@ -214,10 +215,11 @@ pub(crate) fn fast_release_arguments(
         .arg(name)
         .arg(keys::waiting_key(name))
         .arg(owner_field)
-        .arg(channel)
-        .arg(keys::UNLOCK_MESSAGE)
-        .arg(announce.arg())
-        .arg(if waited_for { "1" } else { "0" });
+        .arg(if waited_for {
+            announce.arg_always()
+        } else {
+            announce.arg()
+        });
 }
 
 /// The compare-and-delete script of the fast lock as one `EVAL`, for replaying a cleanup on a
@@ -229,11 +231,10 @@ pub(crate) fn fast_release_command(
     announce: Announce,
     request_id: u64,
 ) -> Cmd {
-    let channel = keys::channel(name);
     FAST_RELEASE.command(
         true,
         FAST_RELEASE_KEYS,
-        |command| fast_release_arguments(command, name, owner_field, &channel, announce, true),
+        |command| fast_release_arguments(command, name, owner_field, announce, true),
         request_id,
     )
 }
