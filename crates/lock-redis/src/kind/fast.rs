@@ -204,8 +204,11 @@ async fn held_for(
 ) -> Result<i64> {
     if waited_for && calls.runs_scripts() {
         let waiting_key = keys::waiting_key(name);
-        let (pttl,): (i64,) = calls
-            .run(name, &FAST_HELD, 2, timeout, |command| {
+        // In turn with the other calls, as the `PTTL` it replaces (a call sent outside the
+        // queue could wait behind another call's replica `WAIT` and time out); what the
+        // replicas say of the mark is not needed.
+        let ((pttl,), _): ((i64,), _) = calls
+            .run_write(name, &FAST_HELD, 2, timeout, |command| {
                 command.arg(name).arg(&waiting_key).arg(millis(MARK_TTL));
             })
             .await?;

@@ -14,6 +14,7 @@ if redis.call('exists', KEYS[1]) == 0 then
     return {ARGV[5], 1, 1, token}
 end
 if ARGV[4] ~= '0' then
-    redis.call('set', KEYS[3], '1', 'PX', ARGV[4])
+    -- pcall: a refused mark leaves the waiter to its timer (as in fast_held.lua).
+    redis.pcall('set', KEYS[3], '1', 'PX', ARGV[4])
 end
 return {ARGV[5], 0, redis.call('pttl', KEYS[1])}

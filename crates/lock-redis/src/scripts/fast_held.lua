@@ -6,6 +6,8 @@
 -- Returns {request id, pttl} (-2: gone, nothing marked).
 local ttl = redis.call('pttl', KEYS[1])
 if ttl ~= -2 then
-    redis.call('set', KEYS[2], '1', 'PX', ARGV[1])
+    -- pcall: a mark refused (an ACL that does not cover it, OOM) leaves the waiter to its
+    -- timer rather than failing its wait.
+    redis.pcall('set', KEYS[2], '1', 'PX', ARGV[1])
 end
 return {ARGV[2], ttl}

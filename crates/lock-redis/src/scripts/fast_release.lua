@@ -16,8 +16,9 @@
 --#include announce
 if redis.call('get', KEYS[1]) == ARGV[1] then
     local how = ARGV[2]
-    -- Capitals sort before lower-case letters.
-    if redis.call('del', KEYS[1], KEYS[2]) == 2 or how < 'a' then
+    -- Compared by value, not with `<`: Lua compares strings with the server's collation
+    -- (`strcoll`), and under a locale such as en_US.UTF-8 capitals do not sort first.
+    if redis.call('del', KEYS[1], KEYS[2]) == 2 or how == 'P' or how == 'S' or how == 'B' then
         local channel
         if string.find(KEYS[1], '{', 1, true) then
             channel = 'redisson_lock__channel:' .. KEYS[1]
