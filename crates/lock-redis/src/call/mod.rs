@@ -315,7 +315,7 @@ impl Calls {
         fill: impl Fn(&mut Cmd),
     ) -> Result<(T, Acknowledged)> {
         self.scripts_run()?;
-        let command = |whole: bool| script.command(whole, keys, &fill, 0);
+        let command = |whole: bool| script.command(whole, keys, &fill, script.proven_id());
         let answer = match take_turn(self, timeout, || vec![command(self.whole(script))]) {
             // Alone: the script's own request id proves the reply, no `PING` needed.
             Turn::Alone(slot) => {
@@ -374,7 +374,7 @@ impl Calls {
             return self.run(route, script, keys, timeout, fill).await;
         }
         let whole = self.whole(script);
-        let command = |whole: bool| script.command(whole, keys, &fill, 0);
+        let command = |whole: bool| script.command(whole, keys, &fill, script.proven_id());
         let answer = match take_turn_behind(self, timeout, || vec![command(whole)]) {
             Turn::Alone(slot) => {
                 let reply = self.run(route, script, keys, timeout, &fill).await;
@@ -551,9 +551,12 @@ impl Calls {
         fill: &impl Fn(&mut Cmd),
         then: Option<&Cmd>,
     ) -> Result<(Vec<Value>, Option<Value>)> {
+        if !self.sends_request_id(script) {
+            return self.exchange_proven(link, script, keys, fill, then).await;
+        }
         let connection = &self.connection;
         let nonce = connection.next_request_id();
-        let command = |whole: bool| script.command(whole, keys, fill, nonce);
+        let command = |whole: bool| script.command(whole, keys, fill, Some(nonce));
         let send = |whole: bool| async move {
             let Some(then) = then else {
                 return Ok((connection.send(link, route, &command(whole)).await?, None));
@@ -620,6 +623,74 @@ impl Calls {
                 connection.discard(link, "reply out of step");
                 Err(out_of_step())
             }
+        }
+    }
+}
+
+impl Calls {
+    /// Whether a call of `script` that goes alone carries its request id: always, except for
+    /// a script whose id is optional on a connection that proves a lone request by its
+    /// solitude (one server: see `connection::ledger`), where the id would only cost the
+    /// server one more argument. Queued calls never need it (their pipeline's `PING` proves
+    /// them: [`LockScript::proven_id`]).
+    pub(crate) fn sends_request_id(&self, script: &LockScript) -> bool {
+        !(script.id_is_optional() && self.connection.proves_by_solitude())
+    }
+
+    /// [`Self::exchange`] for a script sent without its request id: in a pipeline (with
+    /// `then` after it, if any) proven by the link's solitude, or by a `PING` after it when
+    /// the link is not alone ([`Proof::SolitudeOrEcho`]). Its replies, error replies
+    /// included, are then known to be its own.
+    async fn exchange_proven(
+        &self,
+        link: &Link,
+        script: &LockScript,
+        keys: usize,
+        fill: &impl Fn(&mut Cmd),
+        then: Option<&Cmd>,
+    ) -> Result<(Vec<Value>, Option<Value>)> {
+        let connection = &self.connection;
+        let send = |whole: bool| async move {
+            let mut pipeline = Pipeline::with_capacity(3);
+            pipeline.add_command(script.command(whole, keys, fill, None));
+            if let Some(then) = then {
+                pipeline.add_command(then.clone());
+            }
+            let count = pipeline.len();
+            match connection
+                .send_proven(link, pipeline, Proof::SolitudeOrEcho)
+                .await
+            {
+                Ok(Some(replies)) if replies.len() == count => {
+                    let mut replies = replies.into_iter();
+                    Ok((replies.next().unwrap_or_default(), replies.next()))
+                }
+                Ok(_) => {
+                    connection.discard(link, "reply out of step");
+                    Err(out_of_step())
+                }
+                Err(error) => {
+                    connection.discard(link, "connection error");
+                    Err(map_error(&error, Duration::ZERO))
+                }
+            }
+        };
+        let (mut reply, mut after) = send(self.whole(script)).await?;
+        if let Value::ServerError(error) = &reply
+            && error.kind() == Some(ServerErrorKind::NoScript)
+        {
+            // Proven: this request did not run, so sending it whole runs it once.
+            crate::telemetry::noscript_reload();
+            (reply, after) = send(true).await?;
+        }
+        if let Value::ServerError(error) = reply {
+            return Err(map_error(&error.into(), Duration::ZERO));
+        }
+        match script.reply_items(reply, None) {
+            Ok(items) => Ok((items, after)),
+            Err(reply) => Err(Error::Protocol(
+                format!("unexpected lock script reply: {reply:?}").into(),
+            )),
         }
     }
 }

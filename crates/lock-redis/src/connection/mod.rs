@@ -181,6 +181,16 @@ impl Connection {
         }
     }
 
+    /// Whether a request that goes alone on a link can be proven by the link's solitude (one
+    /// server, whose links keep a [`ledger`]); a cluster's requests bring their own proof.
+    pub(crate) fn proves_by_solitude(&self) -> bool {
+        match self {
+            Connection::Standalone(_) => true,
+            #[cfg(feature = "cluster")]
+            Connection::Cluster(_) => false,
+        }
+    }
+
     /// Which keys one script may touch, for batching renewals (see [`Reach`]).
     ///
     /// # Cancel safety

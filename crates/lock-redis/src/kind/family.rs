@@ -289,7 +289,7 @@ impl Deferred for Cleanup {
             true,
             call.keys,
             |command| call.fill(command),
-            request_id,
+            Some(request_id),
         ))
     }
 }

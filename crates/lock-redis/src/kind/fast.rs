@@ -252,6 +252,7 @@ pub(crate) async fn release(
     let timeout = calls.call_timeout(None);
     let deleted = match native_delete {
         NativeDelete::None => {
+            let id_follows = calls.sends_request_id(&FAST_RELEASE);
             let ((deleted,), acknowledged): ((i64,), _) = calls
                 .run_write(name, &FAST_RELEASE, FAST_RELEASE_KEYS, timeout, |command| {
                     fast_release_arguments(
@@ -260,6 +261,7 @@ pub(crate) async fn release(
                         owner_field,
                         calls.announce(),
                         waited_for,
+                        id_follows,
                     );
                 })
                 .await?;
@@ -334,11 +336,13 @@ pub(crate) async fn abandon(
     let (started, timeout) = (tokio::time::Instant::now(), calls.call_timeout(None));
     let given_back = match native_delete {
         NativeDelete::None => {
+            let id_follows = calls.sends_request_id(&FAST_RELEASE);
             calls
                 .run_behind(name, &FAST_RELEASE, FAST_RELEASE_KEYS, timeout, |command| {
                     // Announced whether marked or not: a cleanup is rare, and it may undo a
                     // grant a local waiter was not told of.
-                    fast_release_arguments(command, name, owner_field, calls.announce(), true);
+                    let announce = calls.announce();
+                    fast_release_arguments(command, name, owner_field, announce, true, id_follows);
                 })
                 .await
                 .map(|(_,): (i64,)| ())

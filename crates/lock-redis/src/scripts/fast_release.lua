@@ -5,17 +5,21 @@
 -- KEYS[1] lock key, KEYS[2] its waiting mark; ARGV[1] owner field, ARGV[2] how to announce the
 -- release ('p' PUBLISH, 's' SPUBLISH (a cluster's sharded channels), 'b' both), in capitals
 -- ('P', 'S', 'B') to announce it even when the lock was not marked (the releasing client has
--- waiters of its own), ARGV[3] request id
--- Returns the bare request id when deleted (the usual case; a bulk string costs the server less
--- than a table: `LockScript::bare`), {request id, 0} when the owner did not hold it.
+-- waiters of its own), left out for 'p' when no request id follows; ARGV[3] the request id,
+-- left out when the call's pipeline or its link's solitude proves the reply
+-- (`LockScript::optional_id`).
+-- Returns, with a request id, the bare id when deleted (the usual case; a bulk string costs
+-- the server less than a table: `LockScript::bare`) and {request id, 0} when the owner did not
+-- hold it; without one, 1 or 0.
 -- The mark is deleted with the lock in one DEL, whose count says whether it was there: a
 -- release nobody waits for costs no announcement and no extra call to find that out (see
 -- `fast::mark_waiting`). The channel and the message are derived here, as `keys::channel` and
 -- `keys::UNLOCK_MESSAGE` say, and only when announcing: each argument of a call costs the
 -- server about as much as one more command inside the script.
 --#include announce
+local id = ARGV[3]
 if redis.call('get', KEYS[1]) == ARGV[1] then
-    local how = ARGV[2]
+    local how = ARGV[2] or 'p'
     -- Compared by value, not with `<`: Lua compares strings with the server's collation
     -- (`strcoll`), and under a locale such as en_US.UTF-8 capitals do not sort first.
     if redis.call('del', KEYS[1], KEYS[2]) == 2 or how == 'P' or how == 'S' or how == 'B' then
@@ -27,6 +31,9 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
         end
         announce(string.lower(how), channel, '0')
     end
-    return ARGV[3]
+    return id or 1
 end
-return {ARGV[3], 0}
+if id then
+    return {id, 0}
+end
+return 0

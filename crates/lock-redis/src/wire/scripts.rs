@@ -164,9 +164,13 @@ pub(crate) static FAST_ACQUIRE_FENCED: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_acquire_fenced.lua")));
 /// How many keys `fast_release.lua` takes (see [`fast_release_arguments`]).
 pub(crate) const FAST_RELEASE_KEYS: usize = 2;
-/// Answers its usual outcome, the lock deleted (1), with the bare request id.
-pub(crate) static FAST_RELEASE: LazyLock<LockScript> =
-    LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_release.lua")).bare(&[1]));
+/// Answers its usual outcome, the lock deleted (1), with the bare request id; its request id
+/// is optional (the hot path of the fast lock: see [`fast_release_arguments`]).
+pub(crate) static FAST_RELEASE: LazyLock<LockScript> = LazyLock::new(|| {
+    LockScript::new(include_str!("../scripts/fast_release.lua"))
+        .bare(&[1])
+        .optional_id()
+});
 pub(crate) static FAST_RENEW: LazyLock<LockScript> =
     LazyLock::new(|| LockScript::new(include_str!("../scripts/fast_renew.lua")));
 /// Renewals of any slots one cluster node serves, in one script.
@@ -203,23 +207,29 @@ pub(crate) fn preloaded() -> [&'static LockScript; 13] {
 /// lock and its waiting mark ([`FAST_RELEASE_KEYS`]), the owner, and how to announce the
 /// release, in capitals when `waited_for` (the releasing client has waiters for the lock: the
 /// release is announced whether the lock was marked or not). The script derives the channel
-/// and the message itself: each argument costs the server about as much as a command.
+/// and the message itself, and takes plain `PUBLISH` (`p`) when the announcement is left out,
+/// which it is when no request id follows (`id_follows`: the script tells the two apart by
+/// their count): each argument costs the server about as much as a command.
 pub(crate) fn fast_release_arguments(
     command: &mut Cmd,
     name: &str,
     owner_field: &str,
     announce: Announce,
     waited_for: bool,
+    id_follows: bool,
 ) {
     command
         .arg(name)
         .arg(keys::waiting_key(name))
-        .arg(owner_field)
-        .arg(if waited_for {
-            announce.arg_always()
-        } else {
-            announce.arg()
-        });
+        .arg(owner_field);
+    let how = if waited_for {
+        announce.arg_always()
+    } else {
+        announce.arg()
+    };
+    if id_follows || how != Announce::Plain.arg() {
+        command.arg(how);
+    }
 }
 
 /// The compare-and-delete script of the fast lock as one `EVAL`, for replaying a cleanup on a
@@ -234,8 +244,8 @@ pub(crate) fn fast_release_command(
     FAST_RELEASE.command(
         true,
         FAST_RELEASE_KEYS,
-        |command| fast_release_arguments(command, name, owner_field, announce, true),
-        request_id,
+        |command| fast_release_arguments(command, name, owner_field, announce, true, true),
+        Some(request_id),
     )
 }
 
