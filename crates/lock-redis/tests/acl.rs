@@ -178,11 +178,7 @@ fn refused_objects(server: &RedisServer, user: &str) -> Vec<String> {
 /// `calls=` of `command` in `INFO commandstats` on `server` (0 when it never ran).
 fn calls(server: &RedisServer, command: &str) -> u64 {
     let info: String = admin(server, &["INFO", "commandstats"]);
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |count| count.trim().parse().expect("calls is a number"))
+    lock_testkit::commandstats::calls_in(&info, command)
 }
 
 /// Polls `check` every 20 ms until it holds or `within` has passed; whether it held.

@@ -16,6 +16,7 @@ use std::time::Duration;
 use lock_core::{Fencing, LockGuard, LockOptions, Locker, ReleaseOutcome};
 use lock_redis::{RedisBackend, keys};
 use lock_testkit::RedisServer;
+use lock_testkit::commandstats::command_calls;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;
@@ -51,16 +52,6 @@ async fn query<T: redis::FromRedisValue>(con: &mut MultiplexedConnection, args: 
         cmd.arg(*arg);
     }
     cmd.query_async(con).await.expect("raw command")
-}
-
-/// `calls=` of one command in `INFO commandstats` (0 when the command never ran).
-async fn command_calls(con: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = query(con, &["INFO", "commandstats"]).await;
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.trim().parse().expect("calls is a number"))
 }
 
 /// Every key on the server, by `SCAN` (never `KEYS`).

@@ -172,13 +172,7 @@ async fn acknowledgement_is_asked_of_the_locks_primary(cluster: &mut RedisCluste
 fn scripts_run(cluster: &RedisCluster) -> u64 {
     on_primaries::<String>(cluster, &["INFO", "commandstats"])
         .iter()
-        .map(|stats| {
-            stats
-                .lines()
-                .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-                .and_then(|rest| rest.split(',').next())
-                .map_or(0, |calls| calls.parse::<u64>().expect("a count"))
-        })
+        .map(|stats| lock_testkit::commandstats::calls_in(stats, "evalsha"))
         .sum()
 }
 

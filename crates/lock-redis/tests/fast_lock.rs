@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use lock_core::{Error, LockOptions, Locker, ReleaseOutcome};
 use lock_redis::{Capability, LockKind, RedisBackend, keys};
+use lock_testkit::commandstats::command_calls;
 use lock_testkit::{FaultProxy, RedisServer};
 use redis::aio::MultiplexedConnection;
 
@@ -17,20 +18,6 @@ async fn fast(url: String) -> Locker<RedisBackend> {
         .expect("connect");
     assert_eq!(backend.lock_kind(), LockKind::Fast);
     Locker::new(backend)
-}
-
-/// Calls of `command` the server has run so far (`INFO commandstats`).
-async fn calls(raw: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(raw)
-        .await
-        .unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |count| count.parse().unwrap())
 }
 
 #[tokio::test]
@@ -86,22 +73,25 @@ async fn the_release_uses_the_native_compare_and_delete_when_the_server_has_one(
     let has_delex = !matches!(info[1], redis::Value::Nil);
     let locker = fast(server.url()).await;
     // Counted from here: connecting probes each command once.
-    let evalsha_before = calls(&mut raw, "evalsha").await;
-    let delifeq_before = calls(&mut raw, "delifeq").await;
-    let delex_before = calls(&mut raw, "delex").await;
+    let evalsha_before = command_calls(&mut raw, "evalsha").await;
+    let delifeq_before = command_calls(&mut raw, "delifeq").await;
+    let delex_before = command_calls(&mut raw, "delex").await;
     for _ in 0..10 {
         let guard = locker.lock("native").await.unwrap();
         assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
     }
-    let evalsha = calls(&mut raw, "evalsha").await - evalsha_before;
-    let set = calls(&mut raw, "set").await;
+    let evalsha = command_calls(&mut raw, "evalsha").await - evalsha_before;
+    let set = command_calls(&mut raw, "set").await;
     assert!(set >= 10, "taken with SET NX PX ({set} SETs)");
     eprintln!("DELIFEQ: {has_delifeq}, DELEX: {has_delex}, EVALSHA calls: {evalsha}");
     if has_delifeq {
-        assert_eq!(calls(&mut raw, "delifeq").await - delifeq_before, 10);
+        assert_eq!(
+            command_calls(&mut raw, "delifeq").await - delifeq_before,
+            10
+        );
         assert_eq!(evalsha, 0, "no script on the hot path");
     } else if has_delex {
-        assert_eq!(calls(&mut raw, "delex").await - delex_before, 10);
+        assert_eq!(command_calls(&mut raw, "delex").await - delex_before, 10);
         assert_eq!(evalsha, 0, "no script on the hot path");
     } else {
         assert_eq!(evalsha, 10, "released by the compare-and-delete script");
@@ -119,17 +109,17 @@ async fn a_lone_caller_sends_no_ping_per_lock() {
     // The first call on a new connection proves it (what came before it is in doubt).
     let guard = locker.lock("lone").await.unwrap();
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
-    let pings_before = calls(&mut raw, "ping").await;
-    let sets_before = calls(&mut raw, "set").await;
+    let pings_before = command_calls(&mut raw, "ping").await;
+    let sets_before = command_calls(&mut raw, "set").await;
     for _ in 0..50 {
         let guard = locker.lock("lone").await.unwrap();
         assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
     }
-    assert_eq!(calls(&mut raw, "set").await - sets_before, 50);
-    assert_eq!(calls(&mut raw, "ping").await - pings_before, 0);
+    assert_eq!(command_calls(&mut raw, "set").await - sets_before, 50);
+    assert_eq!(command_calls(&mut raw, "ping").await - pings_before, 0);
 
     // Many at once: pipelines overlap, and each brings its proof.
-    let pings_before = calls(&mut raw, "ping").await;
+    let pings_before = command_calls(&mut raw, "ping").await;
     let tasks: Vec<_> = (0..16)
         .map(|task| {
             let locker = locker.clone();
@@ -144,7 +134,7 @@ async fn a_lone_caller_sends_no_ping_per_lock() {
     for task in tasks {
         task.await.unwrap();
     }
-    assert!(calls(&mut raw, "ping").await > pings_before);
+    assert!(command_calls(&mut raw, "ping").await > pings_before);
 }
 
 /// The scripts the server ran since the slow log was emptied (every command is logged once

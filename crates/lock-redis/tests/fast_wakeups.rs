@@ -12,9 +12,13 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use lock_core::{Fencing, LockOptions, Locker, ReleaseOutcome};
+use lock_core::{
+    AcquireOutcome, AcquireRequest, Fencing, LockBackend, LockOptions, Locker, Owner,
+    ReleaseOutcome,
+};
 use lock_redis::{Capability, LockKind, RedisBackend, keys};
 use lock_testkit::RedisServer;
+use lock_testkit::commandstats::command_calls;
 use redis::aio::MultiplexedConnection;
 use tokio::time::{Instant, sleep, timeout};
 
@@ -29,20 +33,6 @@ async fn fast(url: String) -> Locker<RedisBackend> {
 
 fn leased(lease: Duration) -> LockOptions {
     LockOptions::new().fixed_lease(lease)
-}
-
-/// Calls of `command` the server has run so far, inside scripts too (`INFO commandstats`).
-async fn calls(raw: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(raw)
-        .await
-        .unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |count| count.parse().unwrap())
 }
 
 async fn exists(raw: &mut MultiplexedConnection, key: &str) -> bool {
@@ -89,7 +79,7 @@ async fn a_release_nobody_waits_for_publishes_nothing() {
             .expect("the native release announces itself");
         return;
     }
-    let publishes = calls(&mut raw, "publish").await;
+    let publishes = command_calls(&mut raw, "publish").await;
     for _ in 0..20 {
         let guard = locker
             .lock_with("quiet", &leased(Duration::from_secs(20)))
@@ -97,7 +87,7 @@ async fn a_release_nobody_waits_for_publishes_nothing() {
             .unwrap();
         assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
     }
-    assert_eq!(calls(&mut raw, "publish").await, publishes);
+    assert_eq!(command_calls(&mut raw, "publish").await, publishes);
     let mut messages = listener.on_message();
     assert!(
         timeout(Duration::from_millis(300), messages.next())
@@ -138,7 +128,7 @@ async fn woken_by_the_release<F: Fencing + 'static>(name: &'static str, lease: L
         }
     });
     until_marked(&mut raw, name).await;
-    let publishes = calls(&mut raw, "publish").await;
+    let publishes = command_calls(&mut raw, "publish").await;
     let released = Instant::now();
     assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
     let granted = timeout(Duration::from_secs(10), waiting)
@@ -150,7 +140,7 @@ async fn woken_by_the_release<F: Fencing + 'static>(name: &'static str, lease: L
         "woken after {:?}: by its timer, not the release",
         granted - released
     );
-    assert!(calls(&mut raw, "publish").await > publishes);
+    assert!(command_calls(&mut raw, "publish").await > publishes);
     assert!(!exists(&mut raw, name).await);
     // The scripted release that announced deleted the mark with the lock.
     if !native_release(&holder) {
@@ -200,5 +190,41 @@ async fn waiters_of_one_client_are_woken_in_turn() {
     {
         assert!(Instant::now() < deadline, "the lock or its mark was left");
         sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// An attempt of a caller that waits reports at most half a mark's life (30 s) as the time
+/// left, whether or not a waiter of its client watches the name: a composite (RedLock,
+/// MultiLock) whose subscription to one node failed sleeps for the longest time its nodes
+/// report, and a 120 s lease there must not make it sleep past the marks it set on the others.
+/// A single attempt (`try_lock`) reports the lease as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_attempt_looks_again_before_its_marks_lapse() {
+    let server = RedisServer::start().unwrap();
+    let holder = fast(server.url()).await;
+    let _held = holder
+        .lock_with("long", &leased(Duration::from_secs(120)))
+        .await
+        .unwrap();
+    let backend = fast(server.url()).await.backend().clone();
+    let owner = Owner::new().field(backend.client_id());
+    for waits in [true, false] {
+        let request = AcquireRequest {
+            name: "long",
+            owner_field: &owner,
+            lease: Duration::from_secs(10),
+            fencing: false,
+            known_holds: 0,
+            waits,
+        };
+        let AcquireOutcome::Held { ttl: Some(ttl) } = backend.try_acquire(request).await.unwrap()
+        else {
+            panic!("held, with a TTL");
+        };
+        if waits {
+            assert!(ttl <= Duration::from_secs(30), "{ttl:?}");
+        } else {
+            assert!(ttl > Duration::from_secs(100), "{ttl:?}");
+        }
     }
 }

@@ -32,6 +32,7 @@
 //! - [`SpanRecorder`]: a `tracing` subscriber that records the spans a backend reports.
 //! - [`assert_nothing_left`] / [`check_nothing_left`]: after a test, no lock key and no
 //!   subscription is left on its servers (with a bounded wait for unsubscribes in flight).
+//! - [`commandstats`]: how often a server ran a command (`INFO commandstats`).
 //! - [`faults`]: fault sequences for the batteries ([`faults::single_node`]).
 //! - [`assert_battery_verdict`]: the verdict every fault battery ([`run_schedule`]) must reach:
 //!   no overlap, no lost update, no fence rejection, enough faults and acquisitions, and
@@ -43,6 +44,7 @@
 
 pub mod arrivals;
 pub mod cluster;
+pub mod commandstats;
 pub mod conformance;
 pub mod election_conformance;
 pub mod fair_conformance;

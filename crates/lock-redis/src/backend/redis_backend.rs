@@ -316,15 +316,10 @@ impl LockBackend for RedisBackend {
         record_node(calls, name);
         match self.inner.kind {
             LockKind::Fast => {
-                let waited_for = self.waited_for(name);
-                fast::release(
-                    calls,
-                    self.inner.native_delete,
-                    name,
-                    owner_field,
-                    waited_for,
-                )
-                .await
+                // The server's own compare-and-delete always announces: no need to look.
+                let native = self.inner.native_delete;
+                let waited_for = native == NativeDelete::None && self.waited_for(name);
+                fast::release(calls, native, name, owner_field, waited_for).await
             }
             LockKind::Reentrant => reentrant::release(calls, name, owner_field, lease).await,
         }

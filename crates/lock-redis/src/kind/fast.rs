@@ -64,8 +64,12 @@ impl NativeDelete {
 /// lock is held; the fenced-acquire script when a token is asked for. With `waited_for` (a
 /// waiter of this client watches the lock's releases: `RedisBackend::waited_for`) an attempt
 /// that finds the lock held also marks it as waited for, so that its release, whoever makes
-/// it, announces itself ([`mark_waiting`]), and reports at most [`MARK_TTL`]` / 2` as the
-/// time left, so that the waiter looks again (and marks again) before its mark lapses.
+/// it, announces itself ([`mark_waiting`]). An attempt of a caller that waits
+/// (`request.waits`) reports at most [`MARK_TTL`]` / 2` as the time left, so that the waiter
+/// looks again (and marks again) before its mark lapses; also when it does not watch the name
+/// here (its subscription failed): a composite (RedLock, MultiLock) sleeps for the longest time
+/// its nodes report, and a long lease on such a node would otherwise outlast the marks its
+/// waiter set on the others, whose releases would then go unannounced while it sleeps.
 pub(crate) async fn try_acquire(
     calls: &Arc<Calls>,
     native_delete: NativeDelete,
@@ -74,9 +78,11 @@ pub(crate) async fn try_acquire(
 ) -> Result<AcquireOutcome> {
     let (outcome, acknowledged) = acquire_once(calls, request, waited_for).await?;
     let outcome = match outcome {
-        AcquireOutcome::Held { ttl: Some(ttl) } if waited_for => AcquireOutcome::Held {
-            ttl: Some(ttl.min(MARK_TTL / 2)),
-        },
+        AcquireOutcome::Held { ttl: Some(ttl) } if waited_for || request.waits => {
+            AcquireOutcome::Held {
+                ttl: Some(ttl.min(MARK_TTL / 2)),
+            }
+        }
         outcome => outcome,
     };
     // Not reentrant: a grant is the owner's only hold; give it back, then refuse.
