@@ -285,13 +285,14 @@ impl<B: LockBackend, F: Fencing> LockGuard<B, F> {
             node = tracing::field::Empty,
             outcome = tracing::field::Empty,
         );
-        let run = release.run();
         // Awaited in place when no subscriber records the span: wrapping moves the whole
-        // future once more and enters the span at every poll, for nothing.
+        // future once more and enters the span at every poll, for nothing. Made in each branch
+        // rather than once before them: a future made before the branch is copied whole
+        // (kilobytes) into the place it is awaited from.
         let released = if span.is_disabled() {
-            run.await
+            release.run().await
         } else {
-            run.instrument(span.clone()).await
+            release.run().instrument(span.clone()).await
         };
         let outcome = match &released {
             Ok(ReleaseOutcome::Released) => "released",

@@ -198,21 +198,21 @@ impl<B: LockBackend> Locker<B> {
         );
         let started = tokio::time::Instant::now();
         let _in_flight = telemetry::InFlight::start();
-        let acquired = async {
+        let waiter = || {
             let waits = options.wait_policy() != crate::options::Wait::No;
             let request = key.acquire_request(lease.duration(), options.wants_fencing(), waits);
             let attempts = LockAttempts {
                 locker: &self.shared,
                 request,
             };
-            let waiter = Waiter::new(attempts, options.wait_policy());
-            waiter.acquire().await
+            Waiter::new(attempts, options.wait_policy())
         };
-        // Awaited in place when no subscriber records the span (see `LockGuard::release`).
+        // Awaited in place when no subscriber records the span, and made in each branch (see
+        // `LockGuard::release`).
         let acquired = if span.is_disabled() {
-            acquired.await
+            waiter().acquire().await
         } else {
-            acquired.instrument(span.clone()).await
+            waiter().acquire().instrument(span.clone()).await
         };
         // A fenced grant must carry its token; one without is the backend's fault: recorded and
         // returned as an error, the grant given back.
