@@ -15,14 +15,16 @@
 -- release nobody waits for costs no announcement and no extra call to find that out (see
 -- `fast::mark_waiting`). The channel and the message are derived here, as `keys::channel` and
 -- `keys::UNLOCK_MESSAGE` say, and only when announcing: each argument of a call costs the
--- server about as much as one more command inside the script.
---#include announce
+-- server about as much as one more command inside the script. The announcement's function is
+-- defined where it is used: a Lua closure made on every run cost a release nobody waits for
+-- about 420 instructions.
 local id = ARGV[3]
 if redis.call('get', KEYS[1]) == ARGV[1] then
     local how = ARGV[2] or 'p'
     -- Compared by value, not with `<`: Lua compares strings with the server's collation
     -- (`strcoll`), and under a locale such as en_US.UTF-8 capitals do not sort first.
     if redis.call('del', KEYS[1], KEYS[2]) == 2 or how == 'P' or how == 'S' or how == 'B' then
+--#include announce
         local channel
         if string.find(KEYS[1], '{', 1, true) then
             channel = 'redisson_lock__channel:' .. KEYS[1]
