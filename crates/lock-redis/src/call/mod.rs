@@ -3,7 +3,9 @@
 
 pub(crate) mod coalesce;
 
+use std::pin::{Pin, pin};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use lock_core::{Error, Result};
@@ -230,13 +232,13 @@ impl Calls {
         self.scripts_run()?;
         let deadline = tokio::time::Instant::now() + timeout;
         let link = self.link_by(deadline, timeout).await?;
-        let exchange = self.exchange(&link, route, script, keys, fill, then);
-        match tokio::time::timeout_at(deadline, exchange).await {
-            Ok(reply) => {
+        let exchange = pin!(self.exchange(&link, route, script, keys, fill, then));
+        match by_deadline(deadline, exchange).await {
+            Some(reply) => {
                 let (items, after) = reply?;
                 Ok((decode(items)?, after))
             }
-            Err(_) => {
+            None => {
                 self.connection.discard(&link, "call timed out");
                 Err(Error::Timeout { after: timeout })
             }
@@ -282,18 +284,18 @@ impl Calls {
         let deadline = tokio::time::Instant::now() + timeout;
         let connection = &self.connection;
         let link = self.link_by(deadline, timeout).await?;
-        let sent = connection.send_proven(&link, pipeline, proof);
-        match tokio::time::timeout_at(deadline, sent).await {
-            Ok(Ok(Some(replies))) => Ok(replies),
-            Ok(Ok(None)) => {
+        let sent = pin!(connection.send_proven(&link, pipeline, proof));
+        match by_deadline(deadline, sent).await {
+            Some(Ok(Some(replies))) => Ok(replies),
+            Some(Ok(None)) => {
                 connection.discard(&link, "reply out of step");
                 Err(out_of_step())
             }
-            Ok(Err(error)) => {
+            Some(Err(error)) => {
                 connection.discard(&link, "connection error");
                 Err(map_error(&error, timeout))
             }
-            Err(_) => {
+            None => {
                 connection.discard(&link, "call timed out");
                 Err(Error::Timeout { after: timeout })
             }
@@ -739,6 +741,25 @@ impl Carrier for Calls {
             })
             .collect())
     }
+}
+
+/// What `future` gives, or `None` once `deadline` has passed (it is then dropped where it stands,
+/// by its owner). The future is taken pinned where its caller made it: `tokio::time::timeout_at`
+/// takes it by value into a struct of its own, a copy of the whole call's future (kilobytes,
+/// about 1,000 instructions per lock + release cycle) on every call.
+async fn by_deadline<F: Future>(
+    deadline: tokio::time::Instant,
+    future: Pin<&mut F>,
+) -> Option<F::Output> {
+    let mut future = future;
+    let mut expiry = pin!(tokio::time::sleep_until(deadline));
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = future.as_mut().poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        expiry.as_mut().poll(cx).map(|()| None)
+    })
+    .await
 }
 
 /// The reply of a queued call of `script` (its last item), decoded after its request id (the
