@@ -560,38 +560,12 @@ impl Calls {
         let nonce = connection.next_request_id();
         let command = |whole: bool| script.command(whole, keys, fill, Some(nonce));
         let send = |whole: bool| async move {
-            let Some(then) = then else {
+            if then.is_none() {
                 return Ok((connection.send(link, route, &command(whole)).await?, None));
-            };
-            let mut pipeline = Pipeline::with_capacity(3);
-            pipeline
-                .add_command(command(whole))
-                .add_command(then.clone());
+            }
             // The request id proves the script's reply only: a lost reply to `then` would
             // leave its place to a later request's, so the pipeline as a whole is proven.
-            match connection
-                .send_proven(link, pipeline, Proof::SolitudeOrEcho)
-                .await
-            {
-                Ok(Some(replies)) => {
-                    let mut replies = replies.into_iter();
-                    match (replies.next(), replies.next(), replies.next()) {
-                        (Some(reply), Some(after), None) => Ok((reply, Some(after))),
-                        _ => {
-                            connection.discard(link, "reply out of step");
-                            Err(out_of_step())
-                        }
-                    }
-                }
-                Ok(None) => {
-                    connection.discard(link, "reply out of step");
-                    Err(out_of_step())
-                }
-                Err(error) => {
-                    connection.discard(link, "connection error");
-                    Err(map_error(&error, Duration::ZERO))
-                }
-            }
+            self.send_then_proven(link, command(whole), then).await
         };
         let (mut reply, mut after) = send(self.whole(script)).await?;
         if let Value::ServerError(error) = &reply
@@ -651,31 +625,8 @@ impl Calls {
         fill: &impl Fn(&mut Cmd),
         then: Option<&Cmd>,
     ) -> Result<(Vec<Value>, Option<Value>)> {
-        let connection = &self.connection;
-        let send = |whole: bool| async move {
-            let mut pipeline = Pipeline::with_capacity(3);
-            pipeline.add_command(script.command(whole, keys, fill, None));
-            if let Some(then) = then {
-                pipeline.add_command(then.clone());
-            }
-            let count = pipeline.len();
-            match connection
-                .send_proven(link, pipeline, Proof::SolitudeOrEcho)
-                .await
-            {
-                Ok(Some(replies)) if replies.len() == count => {
-                    let mut replies = replies.into_iter();
-                    Ok((replies.next().unwrap_or_default(), replies.next()))
-                }
-                Ok(_) => {
-                    connection.discard(link, "reply out of step");
-                    Err(out_of_step())
-                }
-                Err(error) => {
-                    connection.discard(link, "connection error");
-                    Err(map_error(&error, Duration::ZERO))
-                }
-            }
+        let send = |whole: bool| {
+            self.send_then_proven(link, script.command(whole, keys, fill, None), then)
         };
         let (mut reply, mut after) = send(self.whole(script)).await?;
         if let Value::ServerError(error) = &reply
@@ -693,6 +644,41 @@ impl Calls {
             Err(reply) => Err(Error::Protocol(
                 format!("unexpected lock script reply: {reply:?}").into(),
             )),
+        }
+    }
+
+    /// Sends `command`, then `then` if any, in one pipeline on `link`, proven as a whole by
+    /// the link's solitude or a `PING` after it ([`Proof::SolitudeOrEcho`]): their replies,
+    /// error replies included. A failure or a reply out of step discards the link.
+    async fn send_then_proven(
+        &self,
+        link: &Link,
+        command: Cmd,
+        then: Option<&Cmd>,
+    ) -> Result<(Value, Option<Value>)> {
+        let connection = &self.connection;
+        let mut pipeline = Pipeline::with_capacity(3);
+        pipeline.add_command(command);
+        if let Some(then) = then {
+            pipeline.add_command(then.clone());
+        }
+        let count = pipeline.len();
+        match connection
+            .send_proven(link, pipeline, Proof::SolitudeOrEcho)
+            .await
+        {
+            Ok(Some(replies)) if replies.len() == count => {
+                let mut replies = replies.into_iter();
+                Ok((replies.next().unwrap_or_default(), replies.next()))
+            }
+            Ok(_) => {
+                connection.discard(link, "reply out of step");
+                Err(out_of_step())
+            }
+            Err(error) => {
+                connection.discard(link, "connection error");
+                Err(map_error(&error, Duration::ZERO))
+            }
         }
     }
 }
