@@ -17,8 +17,8 @@
 //! the client works through the large one's callers, which in turn wait while the server works
 //! through their pipeline. Sent once they fill a pipeline, they reach the server while the
 //! client still works, and both stay busy. Measured with 64 tasks locking and releasing
-//! distinct names (`lockbench distinct-names`, docs/performance.md): about 1.3 times the
-//! throughput of waiting for a slot on a 2-thread runtime, 1.3 to 1.5 times on one thread.
+//! distinct names (`lockbench distinct-names`, docs/performance.md): 1.3 to 1.4 times the
+//! throughput of waiting for a slot on a 2-thread runtime, 1.2 to 1.4 times on one thread.
 //!
 //! A queued call is bounded by the pipeline ahead of it and its own, each within its timeout. A
 //! caller that gives up while queued (its future dropped) is skipped when the batch is made:
