@@ -187,6 +187,36 @@ fn redis_fast() {
     redis_kind(LockKind::Fast, "fast");
 }
 
+/// Many owners per client (16 tasks on each of the two clients): after a fault wakes every
+/// waiter of a client at once, or while many tasks start their next call together, more calls
+/// queue behind the pipelines in flight than make one pipeline, and a full queue goes out
+/// without waiting for a slot (several pipelines of one client in flight, a cleanup among the
+/// queued calls now and then); exclusion, hold counts and liveness must hold as with four.
+///
+/// Ignored for now: exclusion, hold counts and leftovers pass in every run, but in about one
+/// run in four a waiter that asked in the run's first 200 ms ends its 10 s wait without the
+/// lock while the lock changes hands all along (the lock never stays free while waited for
+/// longer than 0.3 s). Seen with and without the full-queue change of the coalescer (1 in 5
+/// and 2 in 5 runs), never without faults (0 in 4): not yet explained. Run it with
+/// `cargo test -p lock-multi --test usage_battery -- --ignored redis_reentrant_many_owners`.
+#[test]
+#[ignore = "a waiter that asked at the start can end its 10 s wait without the lock under faults; under investigation"]
+fn redis_reentrant_many_owners() {
+    runtime().block_on(async {
+        for mut plan in plans() {
+            plan.tasks_per_client = 16;
+            let single = Single::start().await;
+            let mut clients = Vec::new();
+            for _ in 0..CLIENTS {
+                clients.push(Locker::new(single.client(LockKind::Reentrant).await));
+            }
+            let name = name("many-owners", &plan);
+            run_checked("many owners", &plan, &name, &clients, single.faults()).await;
+            assert_nothing_left([single.url.as_str()], &[], plan.lease + SETTLE).await;
+        }
+    });
+}
+
 #[test]
 fn redis_fair() {
     runtime().block_on(async {
