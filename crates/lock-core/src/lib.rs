@@ -111,6 +111,7 @@ mod guard;
 mod hold;
 mod latch;
 mod latch_backend;
+mod local_line;
 mod locker;
 mod memory;
 mod notify;

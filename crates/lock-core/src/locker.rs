@@ -784,6 +784,32 @@ mod tests {
     /// The loop every worker writes: lock, work, let the guard drop at the end of the block,
     /// lock again. Each lock is a fresh hold, not a re-entry of the one just dropped (whose
     /// release runs in the background), and another owner waiting gets its turn.
+    /// A task that releases and locks again at once does not overtake a task of the same
+    /// locker that waits for the lock: the release wakes the waiter, which takes the lock
+    /// first (see `crate::local_line`).
+    #[tokio::test(start_paused = true)]
+    async fn a_release_hands_the_lock_to_a_waiting_task_before_the_releaser_locks_again() {
+        let locker = Locker::new(MemoryBackend::new());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let guard = locker.lock("jobs").await.unwrap();
+        let waiter = tokio::spawn({
+            let (locker, order) = (locker.clone(), order.clone());
+            async move {
+                let guard = locker.lock("jobs").await.unwrap();
+                order.lock().unwrap().push("waiter");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                drop(guard);
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+        let again = locker.lock("jobs").await.unwrap();
+        order.lock().unwrap().push("releaser");
+        drop(again);
+        waiter.await.unwrap();
+        assert_eq!(*order.lock().unwrap(), ["waiter", "releaser"]);
+    }
+
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_lock_right_after_a_dropped_guard_is_a_fresh_hold() {
         let locker = Locker::new(MemoryBackend::new());

@@ -17,6 +17,7 @@ use crate::contract::{AcquireOutcome, AcquireRequest, Grant, LockBackend, Releas
 use crate::error::Result;
 use crate::families::Families;
 use crate::hold::Hold;
+use crate::local_line::LocalLines;
 use crate::order::{OrderBook, Place, Side};
 use crate::watchdog::Watchdog;
 
@@ -31,6 +32,8 @@ pub(crate) struct LockerShared<B: LockBackend> {
     pub side: Side,
     /// The lockers of the other primitives made from this locker (see `crate::families`).
     pub families: Families,
+    /// Who of this locker's own tasks waits for which name (see `crate::local_line`).
+    pub local: LocalLines,
 }
 
 impl<B: LockBackend> LockerShared<B> {
@@ -46,6 +49,7 @@ impl<B: LockBackend> LockerShared<B> {
             order,
             side,
             families: Families::default(),
+            local: LocalLines::default(),
         }
     }
 
@@ -239,6 +243,10 @@ impl<B: LockBackend> LockerShared<B> {
         // kept alive by each re-entry, and ahead of any queue). So the count is set now.
         if matches!(released, Err(_) | Ok(ReleaseOutcome::PartlyReleased { .. })) {
             self.set_count_to_tally(call.place(), lease).await;
+        }
+        if matches!(released, Ok(ReleaseOutcome::Released)) {
+            // Before the owner's next call may go (`call.done()`): it is held back too.
+            self.local.released(name);
         }
         call.done();
         released

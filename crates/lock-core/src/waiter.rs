@@ -79,6 +79,31 @@ pub(crate) trait Attempts: Sync {
     fn waited(&self, outcome: &'static str, waited: Duration) {
         let _ = (outcome, waited);
     }
+
+    /// Before the first attempt of a call that may wait: lets a waiter of the same locker
+    /// that a release just woke try first (see `crate::local_line`).
+    fn behind_local_waiters(&self) -> impl Future<Output = ()> + Send {
+        std::future::ready(())
+    }
+
+    /// The wait is registered for notifications and counts as waiting, until
+    /// [`stops_waiting`](Self::stops_waiting).
+    fn starts_waiting(&self) {}
+
+    /// See [`starts_waiting`](Self::starts_waiting); also when the wait's future is dropped.
+    fn stops_waiting(&self) {}
+
+    /// An attempt made while waiting came back.
+    fn tried_while_waiting(&self) {}
+}
+
+/// Keeps a wait counted as waiting ([`Attempts::starts_waiting`]) until dropped.
+struct Counted<'a, A: Attempts>(&'a A);
+
+impl<A: Attempts> Drop for Counted<'_, A> {
+    fn drop(&mut self) {
+        self.0.stops_waiting();
+    }
 }
 
 /// The lock's attempts: [`LockerShared::attempt`] (which cleans up after outcomes of unknown
@@ -126,6 +151,25 @@ impl<B: LockBackend> Attempts for LockAttempts<'_, B> {
 
     fn waited(&self, outcome: &'static str, waited: Duration) {
         crate::telemetry::waited(outcome, waited);
+    }
+
+    async fn behind_local_waiters(&self) {
+        // A fair lock's queue on the store decides its order.
+        if self.request.waits && !self.locker.backend.queues() {
+            self.locker.local.behind_handoff(self.request.name).await;
+        }
+    }
+
+    fn starts_waiting(&self) {
+        self.locker.local.enter(self.request.name);
+    }
+
+    fn stops_waiting(&self) {
+        self.locker.local.leave(self.request.name);
+    }
+
+    fn tried_while_waiting(&self) {
+        self.locker.local.tried(self.request.name);
     }
 }
 
@@ -271,6 +315,9 @@ impl<A: Attempts> Waiter<A> {
             attempts: &self.attempts,
             settled: false,
         };
+        if !self.no_wait {
+            self.attempts.behind_local_waiters().await;
+        }
         let first = self.first_attempt().await;
         // A single attempt (`no_wait`) leaves nothing behind to undo.
         if self.no_wait || matches!(first, Ok(FirstAttempt::Done(Some(_)))) {
@@ -292,6 +339,8 @@ impl<A: Attempts> Waiter<A> {
             let Some(waiting) = self.register_for_releases(first_error).await? else {
                 return Ok(None);
             };
+            self.attempts.starts_waiting();
+            let _counted = Counted(&self.attempts);
             self.wait_and_retry(waiting, first_delay, errors).await
         }
         .await;
@@ -440,6 +489,7 @@ impl<A: Attempts> Waiter<A> {
             }
             let sent_at = Instant::now();
             let outcome = self.attempts.attempt().await;
+            self.attempts.tried_while_waiting();
             let now = Instant::now();
             // A wake-up is used by a win, or by finding the lock taken again (another waiter
             // used it). Any other end of this attempt hands it to the next local waiter: an

@@ -193,20 +193,11 @@ fn redis_fast() {
 /// without waiting for a slot (several pipelines of one client in flight, a cleanup among the
 /// queued calls now and then); exclusion, hold counts and liveness must hold as with four.
 ///
-/// Ignored for now: exclusion, hold counts and leftovers pass in every run, but in about a
-/// third of the runs a waiter ends its 10 s wait without the lock while the lock changes hands all
-/// along (it never stays free while waited for longer than 0.3 s). A waiter logged that way
-/// was woken by 83 releases in its 10 s and found the lock taken again after each (a fresh
-/// hold, 1.2 s left): the reentrant lock is not fair, and a waiter woken by a release (the
-/// notification's hop, then its attempt) loses the race to calls making their first attempt,
-/// here the 31 other owners looping. Seen before and after the full-queue change of the
-/// coalescer (4 of 13 runs and 8 of 19), never without faults (0 in 4), which slow the
-/// notifications. What would fix it
-/// is local fairness: a client's new lock call on a name its own waiters wait for queues
-/// behind them instead of barging. Run it with
-/// `cargo test -p lock-multi --test usage_battery -- --ignored redis_reentrant_many_owners`.
+/// Before a release handed the lock to the client's own waiters first (`lock_core`'s local
+/// line), a waiter here ended its 10 s wait without the lock in about a third of the runs (4
+/// of 13 and 8 of 19), losing the race after each of some 80 releases to the first attempts of
+/// the 31 other owners looping; 0 of 14 since.
 #[test]
-#[ignore = "a waiter woken by releases loses every race to barging first attempts of 31 other owners; needs local fairness"]
 fn redis_reentrant_many_owners() {
     runtime().block_on(async {
         for mut plan in plans() {
