@@ -13,7 +13,10 @@
 //! What is held back, and for how long: only a call that may wait (not a single attempt), on a
 //! name one of this locker's waiters waits for, after a release by this locker freed it, until
 //! a waiter's attempt on that name came back or [`HANDOFF_BOUND`] passed (a notification lost
-//! with its connection, a waiter polling). Tasks of other clients are not held back: across
+//! with its connection, a waiter polling), and never past the call's own deadline. The call
+//! looks once its turn in its owner's line came (`LockerShared::first_attempt`), so a dropped
+//! guard's release, put in line before it, has had its say. Tasks of other clients are not
+//! held back: across
 //! clients the lock stays as fair as the store makes it (see `docs/lock-family.md`).
 
 use std::collections::HashMap;
@@ -100,15 +103,22 @@ impl LocalLines {
             return;
         }
         let mut lines = self.lines();
+        let now = Instant::now();
         if let Some(line) = lines.get_mut(name)
             && line.waiting > 0
-            && line.handoff.is_none()
         {
-            line.handoff = Some(Arc::new(Handoff {
-                until: Instant::now() + HANDOFF_BOUND,
-                over: AtomicBool::new(false),
-                done: Notify::new(),
-            }));
+            // One past its bound (no waiter tried: a lost notification, a polling waiter)
+            // gives way to this release's.
+            if let Some(stale) = line.handoff.take_if(|handoff| handoff.until <= now) {
+                stale.end();
+            }
+            if line.handoff.is_none() {
+                line.handoff = Some(Arc::new(Handoff {
+                    until: now + HANDOFF_BOUND,
+                    over: AtomicBool::new(false),
+                    done: Notify::new(),
+                }));
+            }
         }
     }
 
@@ -124,8 +134,8 @@ impl LocalLines {
     }
 
     /// Waits, before a new call's first attempt on `name`, for a pending hand-off to a local
-    /// waiter to be over (at most until its bound).
-    pub(crate) async fn behind_handoff(&self, name: &str) {
+    /// waiter to be over: at most until its bound, and never past the call's `deadline`.
+    pub(crate) async fn behind_handoff(&self, name: &str, deadline: Option<Instant>) {
         if self.waited.load(Ordering::Acquire) == 0 {
             return;
         }
@@ -142,9 +152,10 @@ impl LocalLines {
         if handoff.over.load(Ordering::Acquire) {
             return;
         }
+        let until = deadline.map_or(handoff.until, |deadline| deadline.min(handoff.until));
         tokio::select! {
             () = done => {}
-            () = tokio::time::sleep_until(handoff.until) => {}
+            () = tokio::time::sleep_until(until) => {}
         }
     }
 }
@@ -164,7 +175,13 @@ mod tests {
     /// A new call on `x`, waiting behind a hand-off if one is pending.
     fn new_call(lines: &Arc<LocalLines>) -> tokio::task::JoinHandle<()> {
         let lines = lines.clone();
-        tokio::spawn(async move { lines.behind_handoff("x").await })
+        tokio::spawn(async move {
+            let started = Instant::now();
+            lines.behind_handoff("x", None).await;
+            // Woken by the end of the hand-off, not by its bound (time is paused: the bound
+            // would pass as soon as every task waits).
+            assert_eq!(started.elapsed(), Duration::ZERO, "woken by the bound");
+        })
     }
 
     #[tokio::test(start_paused = true)]
@@ -177,7 +194,9 @@ mod tests {
         lines.tried("x");
         call.await.unwrap();
         // Over: the next call goes at once.
-        lines.behind_handoff("x").await;
+        let started = Instant::now();
+        lines.behind_handoff("x", None).await;
+        assert_eq!(started.elapsed(), Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]
@@ -186,8 +205,30 @@ mod tests {
         lines.enter("x");
         lines.released("x");
         let started = Instant::now();
-        lines.behind_handoff("x").await;
+        lines.behind_handoff("x", None).await;
         assert_eq!(started.elapsed(), HANDOFF_BOUND);
+        // A call whose wait ends sooner is not held past its deadline.
+        lines.released("x");
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(5);
+        lines.behind_handoff("x", Some(deadline)).await;
+        assert_eq!(started.elapsed(), Duration::from_millis(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hand_off_past_its_bound_gives_way_to_the_next_release() {
+        let lines = Arc::new(LocalLines::default());
+        lines.enter("x");
+        lines.released("x");
+        tokio::time::sleep(HANDOFF_BOUND).await;
+        lines.released("x");
+        let started = Instant::now();
+        lines.behind_handoff("x", None).await;
+        assert_eq!(
+            started.elapsed(),
+            HANDOFF_BOUND,
+            "held back by the new hand-off"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -210,7 +251,7 @@ mod tests {
         lines.enter("y");
         lines.released("x");
         let started = Instant::now();
-        lines.behind_handoff("x").await;
+        lines.behind_handoff("x", None).await;
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
 }

@@ -781,9 +781,6 @@ mod tests {
         assert!(holders(&locker, "c").await.is_empty());
     }
 
-    /// The loop every worker writes: lock, work, let the guard drop at the end of the block,
-    /// lock again. Each lock is a fresh hold, not a re-entry of the one just dropped (whose
-    /// release runs in the background), and another owner waiting gets its turn.
     /// A task that releases and locks again at once does not overtake a task of the same
     /// locker that waits for the lock: the release wakes the waiter, which takes the lock
     /// first (see `crate::local_line`).
@@ -810,6 +807,9 @@ mod tests {
         assert_eq!(*order.lock().unwrap(), ["waiter", "releaser"]);
     }
 
+    /// The loop every worker writes: lock, work, let the guard drop at the end of the block,
+    /// lock again. Each lock is a fresh hold, not a re-entry of the one just dropped (whose
+    /// release runs in the background), and another owner waiting gets its turn.
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_lock_right_after_a_dropped_guard_is_a_fresh_hold() {
         let locker = Locker::new(MemoryBackend::new());

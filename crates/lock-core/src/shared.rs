@@ -97,14 +97,44 @@ impl<B: LockBackend> LockerShared<B> {
     /// Dropped while waiting for its turn, nothing was sent. Dropped later, the store may have
     /// granted the acquire with nobody to know: a debt is noted and a background task, taking
     /// this call's place in line, sets the owner's count back to the holds counted.
-    pub async fn attempt(
+    pub async fn attempt(self: &Arc<Self>, request: AcquireRequest<'_>) -> Result<Attempted<B>> {
+        self.attempt_in_line(request, None).await
+    }
+
+    /// As [`Self::attempt`], for the first attempt of a call that may wait until `deadline`:
+    /// once its turn came (so after a release of the same owner put in line before it, such
+    /// as a dropped guard's), it lets a waiter of this locker that a release just woke try
+    /// first (see `crate::local_line`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::attempt`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Self::attempt`]; dropped while holding back, nothing was sent.
+    pub async fn first_attempt(
+        self: &Arc<Self>,
+        request: AcquireRequest<'_>,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<Attempted<B>> {
+        self.attempt_in_line(request, Some(deadline)).await
+    }
+
+    /// [`Self::attempt`], held back after its turn as [`Self::first_attempt`] says when
+    /// `hold_back` has the call's deadline.
+    async fn attempt_in_line(
         self: &Arc<Self>,
         mut request: AcquireRequest<'_>,
+        hold_back: Option<Option<tokio::time::Instant>>,
     ) -> Result<Attempted<B>> {
         let place = self
             .order
             .enter(request.name, request.owner_field, self.side);
         place.turn().await;
+        if let Some(deadline) = hold_back {
+            self.local.behind_handoff(request.name, deadline).await;
+        }
         let call = Unsettled::new(self.clone(), place, request.lease);
         let owes = call.place().tally(|tally| {
             request.known_holds = tally.stored;

@@ -80,10 +80,15 @@ pub(crate) trait Attempts: Sync {
         let _ = (outcome, waited);
     }
 
-    /// Before the first attempt of a call that may wait: lets a waiter of the same locker
-    /// that a release just woke try first (see `crate::local_line`).
-    fn behind_local_waiters(&self) -> impl Future<Output = ()> + Send {
-        std::future::ready(())
+    /// The first attempt of a call that may wait until `deadline`: as
+    /// [`attempt`](Self::attempt), where a lock lets a waiter of the same locker that a
+    /// release just woke try first (see `crate::local_line`).
+    fn first_attempt(
+        &self,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Tried<Self::Won>>> + Send {
+        let _ = deadline;
+        self.attempt()
     }
 
     /// The wait is registered for notifications and counts as waiting, until
@@ -153,11 +158,15 @@ impl<B: LockBackend> Attempts for LockAttempts<'_, B> {
         crate::telemetry::waited(outcome, waited);
     }
 
-    async fn behind_local_waiters(&self) {
+    async fn first_attempt(&self, deadline: Option<Instant>) -> Result<Tried<PendingGrant<B>>> {
         // A fair lock's queue on the store decides its order.
-        if self.request.waits && !self.locker.backend.queues() {
-            self.locker.local.behind_handoff(self.request.name).await;
+        if !self.request.waits || self.locker.backend.queues() {
+            return self.attempt().await;
         }
+        self.locker
+            .first_attempt(self.request, deadline)
+            .await
+            .map(Tried::from)
     }
 
     fn starts_waiting(&self) {
@@ -315,9 +324,6 @@ impl<A: Attempts> Waiter<A> {
             attempts: &self.attempts,
             settled: false,
         };
-        if !self.no_wait {
-            self.attempts.behind_local_waiters().await;
-        }
         let first = self.first_attempt().await;
         // A single attempt (`no_wait`) leaves nothing behind to undo.
         if self.no_wait || matches!(first, Ok(FirstAttempt::Done(Some(_)))) {
@@ -362,7 +368,11 @@ impl<A: Attempts> Waiter<A> {
     /// The fast path: an uncontended lock costs one round trip and no registration.
     async fn first_attempt(&self) -> Result<FirstAttempt<A::Won>> {
         let sent_at = Instant::now();
-        let first = self.attempts.attempt().await;
+        let first = if self.no_wait {
+            self.attempts.attempt().await
+        } else {
+            self.attempts.first_attempt(self.deadline).await
+        };
         let mut errors = ErrorStreak::default();
         Ok(
             match next_step::<A>(
