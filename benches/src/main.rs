@@ -370,10 +370,10 @@ fn main() -> Result<(), BenchError> {
         w10::print_per_lease(&medians);
     }
 
-    let goals = targets::targets(&medians);
+    let goals = targets::targets(&medians, &rows);
     if !goals.is_empty() {
         println!(
-            "--- targets (medians of {} round(s)) ---",
+            "--- targets (medians of {} round(s); throughput: of same-round ratios) ---",
             args.shared.rounds
         );
         goals.iter().for_each(|goal| println!("{}", goal.line()));
