@@ -807,6 +807,72 @@ mod tests {
         assert_eq!(*order.lock().unwrap(), ["waiter", "releaser"]);
     }
 
+    /// `unlock` of a hold this locker counts nothing of (taken through another locker) hands
+    /// the lock to this locker's waiting task first, as a guard's release does.
+    #[tokio::test(start_paused = true)]
+    async fn an_unlock_hands_the_lock_to_a_waiting_task_before_the_unlocker_locks_again() {
+        let backend = MemoryBackend::new();
+        let (first, second) = (Locker::new(backend.clone()), Locker::new(backend));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let owner = Owner::new();
+        let guard = first
+            .lock_with("jobs", &LockOptions::new().owner(owner))
+            .await
+            .unwrap();
+        let waiter = tokio::spawn({
+            let (locker, order) = (second.clone(), order.clone());
+            async move {
+                let guard = locker.lock("jobs").await.unwrap();
+                order.lock().unwrap().push("waiter");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                drop(guard);
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(
+            second.unlock("jobs", owner).await.unwrap(),
+            ReleaseOutcome::Released
+        );
+        let again = second.lock("jobs").await.unwrap();
+        order.lock().unwrap().push("unlocker");
+        drop(again);
+        waiter.await.unwrap();
+        assert_eq!(*order.lock().unwrap(), ["waiter", "unlocker"]);
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::NotHeld);
+    }
+
+    /// The same for `unlock` of a hold this locker counts (its guard still live).
+    #[tokio::test(start_paused = true)]
+    async fn an_unlock_of_a_counted_hold_hands_the_lock_to_a_waiting_task_first() {
+        let locker = Locker::new(MemoryBackend::new());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let owner = Owner::new();
+        let guard = locker
+            .lock_with("jobs", &LockOptions::new().owner(owner))
+            .await
+            .unwrap();
+        let waiter = tokio::spawn({
+            let (locker, order) = (locker.clone(), order.clone());
+            async move {
+                let guard = locker.lock("jobs").await.unwrap();
+                order.lock().unwrap().push("waiter");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                drop(guard);
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(
+            locker.unlock("jobs", owner).await.unwrap(),
+            ReleaseOutcome::Released
+        );
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::NotHeld);
+        let again = locker.lock("jobs").await.unwrap();
+        order.lock().unwrap().push("unlocker");
+        drop(again);
+        waiter.await.unwrap();
+        assert_eq!(*order.lock().unwrap(), ["waiter", "unlocker"]);
+    }
+
     /// The loop every worker writes: lock, work, let the guard drop at the end of the block,
     /// lock again. Each lock is a fresh hold, not a re-entry of the one just dropped (whose
     /// release runs in the background), and another owner waiting gets its turn.

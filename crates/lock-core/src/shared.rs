@@ -230,10 +230,14 @@ impl<B: LockBackend> LockerShared<B> {
             self.settle_debt(&place, stored, stored).await?;
         }
         if stored == 0 {
-            return self.backend.release(name, field, lease).await;
+            let released = self.backend.release(name, field, lease).await;
+            // Before the owner's next call may go (`place` dropped): it is held back too.
+            self.released(name, &released);
+            return released;
         }
         let call = Unsettled::new(self.clone(), place, lease);
         let released = self.backend.release(name, field, lease).await;
+        self.released(name, &released);
         match released {
             Ok(ReleaseOutcome::Released | ReleaseOutcome::NotHeld) => {
                 call.done_with(|tally| tally.lower_to(0, lease));
@@ -274,12 +278,20 @@ impl<B: LockBackend> LockerShared<B> {
         if matches!(released, Err(_) | Ok(ReleaseOutcome::PartlyReleased { .. })) {
             self.set_count_to_tally(call.place(), lease).await;
         }
-        if matches!(released, Ok(ReleaseOutcome::Released)) {
-            // Before the owner's next call may go (`call.done()`): it is held back too.
-            self.local.released(name);
-        }
+        // Before the owner's next call may go (`call.done()`): it is held back too.
+        self.released(name, &released);
         call.done();
         released
+    }
+
+    /// A release of `name` answered `released`: when it freed the lock, the locker's own
+    /// waiters on it get the first try (see `crate::local_line`). Called by every release, a
+    /// guard's or [`Self::release_unguarded`], before its place in line ends, so that the
+    /// owner's next call is held back as well.
+    fn released(&self, name: &str, released: &Result<ReleaseOutcome>) {
+        if matches!(released, Ok(ReleaseOutcome::Released)) {
+            self.local.released(name);
+        }
     }
 
     /// Settles an open debt (an earlier call whose cleanup failed): sets the owner's count to
