@@ -470,12 +470,14 @@ impl Calls {
     /// # Cancel safety
     ///
     /// Dropped while queued, nothing is sent; dropped after sending, the commands still run.
-    pub(crate) async fn send_coalesced(
+    pub(crate) fn send_coalesced(
         self: &Arc<Self>,
         commands: Vec<Cmd>,
         timeout: Duration,
-    ) -> Result<Vec<Value>> {
-        self.send_in_turn(commands, timeout, false).await
+    ) -> impl Future<Output = Result<Vec<Value>>> + Send + '_ {
+        // Not an `async fn`: a wrapper that only awaits would be one more state and poll frame
+        // on every call.
+        self.send_in_turn(commands, timeout, false)
     }
 
     /// [`Self::send_coalesced`] (`behind`: [`Self::send_behind`]): alone when its turn comes

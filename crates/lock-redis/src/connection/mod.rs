@@ -22,8 +22,11 @@ pub(crate) mod source;
 pub(crate) mod standalone;
 pub(crate) mod tls;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures_util::future::Either;
 
 use lock_core::Result;
 use redis::{Cmd, Pipeline, RedisResult, Value};
@@ -116,6 +119,10 @@ pub(crate) enum Reach {
     #[cfg(feature = "cluster")]
     Slot,
 }
+
+/// A cluster's proven send ([`Connection::send_proven`]): boxed, as every cluster send is (its
+/// futures are large, and the standalone path should not carry their size).
+type ClusterSend<'a> = futures_util::future::BoxFuture<'a, RedisResult<Option<Vec<Value>>>>;
 
 /// One established link of a [`Connection`], held for the length of one call.
 #[derive(Clone)]
@@ -328,32 +335,39 @@ impl Connection {
     /// # Errors
     ///
     /// The transport error, unmapped.
-    pub(crate) async fn send_proven(
-        &self,
-        link: &Link,
+    pub(crate) fn send_proven<'a>(
+        &'a self,
+        link: &'a Link,
         pipeline: Pipeline,
         proof: Proof,
-    ) -> RedisResult<Option<Vec<Value>>> {
+    ) -> impl Future<Output = RedisResult<Option<Vec<Value>>>> + Send + 'a {
+        // Not an `async fn`: the standalone send is returned as it is, so the call's future
+        // is one layer (one state and one poll frame) shallower on the common path; the
+        // cluster's is boxed, as its sends always were.
         match (self, link) {
             (Connection::Standalone(standalone), Link::Standalone(link)) => {
-                standalone.send_proven(link, pipeline, proof).await
+                Either::<_, ClusterSend<'a>>::Left(standalone.send_proven(link, pipeline, proof))
             }
             #[cfg(feature = "cluster")]
             (Connection::Cluster(cluster), Link::Cluster(link)) => {
-                let mut pipeline = pipeline;
-                let count = pipeline.len();
-                let nonce = cluster.next_nonce();
-                pipeline.add_command(Echo::Ping.command(nonce));
-                let mut replies = Box::pin(cluster.send_pipeline(link, &pipeline)).await?;
-                Ok(
-                    crate::wire::reply::ends_with_echo(&replies, count, nonce).then(|| {
-                        replies.truncate(count);
-                        replies
-                    }),
-                )
+                Either::Right(Box::pin(async move {
+                    let mut pipeline = pipeline;
+                    let count = pipeline.len();
+                    let nonce = cluster.next_nonce();
+                    pipeline.add_command(Echo::Ping.command(nonce));
+                    let mut replies = cluster.send_pipeline(link, &pipeline).await?;
+                    Ok(
+                        crate::wire::reply::ends_with_echo(&replies, count, nonce).then(|| {
+                            replies.truncate(count);
+                            replies
+                        }),
+                    )
+                }) as ClusterSend<'a>)
             }
             #[cfg(feature = "cluster")]
-            _ => Err(foreign_link_transport()),
+            _ => {
+                Either::Right(Box::pin(async { Err(foreign_link_transport()) }) as ClusterSend<'a>)
+            }
         }
     }
 
