@@ -172,6 +172,14 @@ mod tests {
         !task.is_finished()
     }
 
+    /// Lines where a waiter waits for `x` and a release just freed it: a hand-off is pending.
+    fn handing_off() -> Arc<LocalLines> {
+        let lines = Arc::new(LocalLines::default());
+        lines.enter("x");
+        lines.released("x");
+        lines
+    }
+
     /// A new call on `x`, waiting behind a hand-off if one is pending.
     fn new_call(lines: &Arc<LocalLines>) -> tokio::task::JoinHandle<()> {
         let lines = lines.clone();
@@ -186,9 +194,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_new_call_waits_until_a_waiter_tried_after_the_release() {
-        let lines = Arc::new(LocalLines::default());
-        lines.enter("x");
-        lines.released("x");
+        let lines = handing_off();
         let call = new_call(&lines);
         assert!(still_waiting(&call).await);
         lines.tried("x");
@@ -201,9 +207,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_hand_off_nobody_takes_ends_at_its_bound() {
-        let lines = Arc::new(LocalLines::default());
-        lines.enter("x");
-        lines.released("x");
+        let lines = handing_off();
         let started = Instant::now();
         lines.behind_handoff("x", None).await;
         assert_eq!(started.elapsed(), HANDOFF_BOUND);
@@ -217,9 +221,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_hand_off_past_its_bound_gives_way_to_the_next_release() {
-        let lines = Arc::new(LocalLines::default());
-        lines.enter("x");
-        lines.released("x");
+        let lines = handing_off();
         tokio::time::sleep(HANDOFF_BOUND).await;
         lines.released("x");
         let started = Instant::now();
@@ -233,9 +235,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_last_waiter_leaving_ends_the_hand_off() {
-        let lines = Arc::new(LocalLines::default());
-        lines.enter("x");
-        lines.released("x");
+        let lines = handing_off();
         let call = new_call(&lines);
         assert!(still_waiting(&call).await);
         lines.leave("x");

@@ -503,6 +503,7 @@ mod tests {
     use std::sync::Mutex;
     use std::sync::atomic::Ordering;
     use std::time::Duration;
+    use tokio::task::JoinHandle;
     use tokio::time::Instant;
 
     #[tokio::test(start_paused = true)]
@@ -781,14 +782,12 @@ mod tests {
         assert!(holders(&locker, "c").await.is_empty());
     }
 
-    /// A task that releases and locks again at once does not overtake a task of the same
-    /// locker that waits for the lock: the release wakes the waiter, which takes the lock
-    /// first (see `crate::local_line`).
-    #[tokio::test(start_paused = true)]
-    async fn a_release_hands_the_lock_to_a_waiting_task_before_the_releaser_locks_again() {
-        let locker = Locker::new(MemoryBackend::new());
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let guard = locker.lock("jobs").await.unwrap();
+    /// The order in which two tasks got "jobs" (see the hand-off tests below).
+    type Order = Arc<Mutex<Vec<&'static str>>>;
+
+    /// A task of `locker` that waits for "jobs", notes "waiter" in `order` once it holds it,
+    /// and gives it back a moment later; given time to start waiting.
+    async fn waiting_task(locker: &Locker<MemoryBackend>, order: &Order) -> JoinHandle<()> {
         let waiter = tokio::spawn({
             let (locker, order) = (locker.clone(), order.clone());
             async move {
@@ -799,12 +798,36 @@ mod tests {
             }
         });
         tokio::time::sleep(Duration::from_millis(10)).await;
-        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+        waiter
+    }
+
+    /// `locker` takes "jobs" again at once, noted in `order` as `who`; then the order in which
+    /// the waiter and this call got it.
+    async fn lock_again(
+        locker: &Locker<MemoryBackend>,
+        order: &Order,
+        waiter: JoinHandle<()>,
+        who: &'static str,
+    ) -> Vec<&'static str> {
         let again = locker.lock("jobs").await.unwrap();
-        order.lock().unwrap().push("releaser");
+        order.lock().unwrap().push(who);
         drop(again);
         waiter.await.unwrap();
-        assert_eq!(*order.lock().unwrap(), ["waiter", "releaser"]);
+        order.lock().unwrap().clone()
+    }
+
+    /// A task that releases and locks again at once does not overtake a task of the same
+    /// locker that waits for the lock: the release wakes the waiter, which takes the lock
+    /// first (see `crate::local_line`).
+    #[tokio::test(start_paused = true)]
+    async fn a_release_hands_the_lock_to_a_waiting_task_before_the_releaser_locks_again() {
+        let locker = Locker::new(MemoryBackend::new());
+        let order = Order::default();
+        let guard = locker.lock("jobs").await.unwrap();
+        let waiter = waiting_task(&locker, &order).await;
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+        let order = lock_again(&locker, &order, waiter, "releaser").await;
+        assert_eq!(order, ["waiter", "releaser"]);
     }
 
     /// `unlock` of a hold this locker counts nothing of (taken through another locker) hands
@@ -813,31 +836,19 @@ mod tests {
     async fn an_unlock_hands_the_lock_to_a_waiting_task_before_the_unlocker_locks_again() {
         let backend = MemoryBackend::new();
         let (first, second) = (Locker::new(backend.clone()), Locker::new(backend));
-        let order = Arc::new(Mutex::new(Vec::new()));
+        let order = Order::default();
         let owner = Owner::new();
         let guard = first
             .lock_with("jobs", &LockOptions::new().owner(owner))
             .await
             .unwrap();
-        let waiter = tokio::spawn({
-            let (locker, order) = (second.clone(), order.clone());
-            async move {
-                let guard = locker.lock("jobs").await.unwrap();
-                order.lock().unwrap().push("waiter");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                drop(guard);
-            }
-        });
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        let waiter = waiting_task(&second, &order).await;
         assert_eq!(
             second.unlock("jobs", owner).await.unwrap(),
             ReleaseOutcome::Released
         );
-        let again = second.lock("jobs").await.unwrap();
-        order.lock().unwrap().push("unlocker");
-        drop(again);
-        waiter.await.unwrap();
-        assert_eq!(*order.lock().unwrap(), ["waiter", "unlocker"]);
+        let order = lock_again(&second, &order, waiter, "unlocker").await;
+        assert_eq!(order, ["waiter", "unlocker"]);
         assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::NotHeld);
     }
 
@@ -845,32 +856,20 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_unlock_of_a_counted_hold_hands_the_lock_to_a_waiting_task_first() {
         let locker = Locker::new(MemoryBackend::new());
-        let order = Arc::new(Mutex::new(Vec::new()));
+        let order = Order::default();
         let owner = Owner::new();
         let guard = locker
             .lock_with("jobs", &LockOptions::new().owner(owner))
             .await
             .unwrap();
-        let waiter = tokio::spawn({
-            let (locker, order) = (locker.clone(), order.clone());
-            async move {
-                let guard = locker.lock("jobs").await.unwrap();
-                order.lock().unwrap().push("waiter");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                drop(guard);
-            }
-        });
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        let waiter = waiting_task(&locker, &order).await;
         assert_eq!(
             locker.unlock("jobs", owner).await.unwrap(),
             ReleaseOutcome::Released
         );
         assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::NotHeld);
-        let again = locker.lock("jobs").await.unwrap();
-        order.lock().unwrap().push("unlocker");
-        drop(again);
-        waiter.await.unwrap();
-        assert_eq!(*order.lock().unwrap(), ["waiter", "unlocker"]);
+        let order = lock_again(&locker, &order, waiter, "unlocker").await;
+        assert_eq!(order, ["waiter", "unlocker"]);
     }
 
     /// The loop every worker writes: lock, work, let the guard drop at the end of the block,

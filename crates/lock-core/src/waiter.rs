@@ -80,9 +80,10 @@ pub(crate) trait Attempts: Sync {
         let _ = (outcome, waited);
     }
 
-    /// The first attempt of a call that may wait until `deadline`: as
-    /// [`attempt`](Self::attempt), where a lock lets a waiter of the same locker that a
-    /// release just woke try first (see `crate::local_line`).
+    /// The first attempt of a call that waits at most until `deadline`: as
+    /// [`attempt`](Self::attempt), where a lock call that may wait lets a waiter of the same
+    /// locker that a release just woke try first (see `crate::local_line`); a single attempt
+    /// (no wait) is never held back.
     fn first_attempt(
         &self,
         deadline: Option<Instant>,
@@ -368,11 +369,7 @@ impl<A: Attempts> Waiter<A> {
     /// The fast path: an uncontended lock costs one round trip and no registration.
     async fn first_attempt(&self) -> Result<FirstAttempt<A::Won>> {
         let sent_at = Instant::now();
-        let first = if self.no_wait {
-            self.attempts.attempt().await
-        } else {
-            self.attempts.first_attempt(self.deadline).await
-        };
+        let first = self.attempts.first_attempt(self.deadline).await;
         let mut errors = ErrorStreak::default();
         Ok(
             match next_step::<A>(
