@@ -80,10 +80,9 @@ pub(crate) trait Attempts: Sync {
         let _ = (outcome, waited);
     }
 
-    /// The first attempt of a call that waits at most until `deadline`: as
-    /// [`attempt`](Self::attempt), where a lock call that may wait lets a waiter of the same
-    /// locker that a release just woke try first (see `crate::local_line`); a single attempt
-    /// (no wait) is never held back.
+    /// The first attempt of a call that may wait until `deadline`: as
+    /// [`attempt`](Self::attempt), where a lock lets a waiter of the same locker that a
+    /// release just woke try first (see `crate::local_line`).
     fn first_attempt(
         &self,
         deadline: Option<Instant>,
@@ -369,7 +368,15 @@ impl<A: Attempts> Waiter<A> {
     /// The fast path: an uncontended lock costs one round trip and no registration.
     async fn first_attempt(&self) -> Result<FirstAttempt<A::Won>> {
         let sent_at = Instant::now();
-        let first = self.attempts.first_attempt(self.deadline).await;
+        // A single attempt goes straight to `attempt` (so does a lock's, in `first_attempt`):
+        // routing it through `first_attempt` too was measured to make the futures that hold a
+        // waiter (a spawned read-write `read()`) deeper than rustc's default layout recursion
+        // limit, so application code spawning them would not compile.
+        let first = if self.no_wait {
+            self.attempts.attempt().await
+        } else {
+            self.attempts.first_attempt(self.deadline).await
+        };
         let mut errors = ErrorStreak::default();
         Ok(
             match next_step::<A>(
