@@ -48,29 +48,40 @@ pub fn single_node(
                     format!("pause {pause:?}")
                 }
                 3 => {
-                    let killed = server
-                        .lock()
-                        .unwrap()
-                        .kill_pubsub_clients()
-                        .expect("client kill");
+                    let killed = off_the_runtime(server, |server| {
+                        server.kill_pubsub_clients().expect("client kill")
+                    })
+                    .await;
                     format!("kill {killed} pubsub clients")
                 }
                 4 => {
-                    server.lock().unwrap().script_flush().expect("script flush");
+                    off_the_runtime(server, |server| {
+                        server.script_flush().expect("script flush");
+                    })
+                    .await;
                     "script flush".to_owned()
                 }
                 _ => {
-                    let server = server.clone();
-                    tokio::task::spawn_blocking(move || {
-                        let mut server = server.lock().unwrap();
+                    off_the_runtime(server, |server| {
                         server.kill().expect("kill -9");
                         server.restart().expect("restart from the AOF");
                     })
-                    .await
-                    .expect("restart task");
+                    .await;
                     "kill -9 + restart (appendfsync always)".to_owned()
                 }
             }
         })
     }
+}
+
+/// Runs a blocking server helper on tokio's blocking pool: a command helper may wait seconds
+/// for a server stalled on its disk, and the workload under test must keep its worker threads
+/// meanwhile.
+async fn off_the_runtime<T: Send + 'static>(
+    server: Arc<Mutex<RedisServer>>,
+    helper: impl FnOnce(&mut RedisServer) -> T + Send + 'static,
+) -> T {
+    tokio::task::spawn_blocking(move || helper(&mut server.lock().unwrap()))
+        .await
+        .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()))
 }

@@ -8,13 +8,16 @@ use super::process::RedisServer;
 
 /// Connect timeout of the command helpers ([`RedisServer::client_list`] and friends).
 const HELPER_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
-/// Read and write timeout of the command helpers.
-const HELPER_IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Read and write timeout of the command helpers. Generous on purpose: a healthy server with an
+/// `appendfsync always` AOF answers nothing while its `fsync` waits for a disk busy with a
+/// parallel build, which on a loaded CI machine took more than 5 s (a `SCRIPT FLUSH` fault of
+/// a battery timed out at 5 s), and a fault that fails to be injected fails its battery.
+const HELPER_IO_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Server-side faults and introspection, sent as commands.
 ///
 /// These helpers are blocking (like [`pause`](RedisServer::pause) and friends) and short: each
-/// opens its own connection (1 s connect timeout, 5 s read/write timeout), sends its command and
+/// opens its own connection (1 s connect timeout, 30 s read/write timeout), sends its command and
 /// closes it, so they work from plain and `#[tokio::test]` tests alike, on a server with
 /// [`ServerOptions::requirepass`](crate::ServerOptions::requirepass) too. On a
 /// [`pause`](RedisServer::pause)d server they fail with [`ServerError::Command`] after the
