@@ -176,3 +176,63 @@ async fn lock_futures_run_on_spawned_tasks() {
     assert_eq!(outcome, ReleaseOutcome::Released);
     assert!(!locker.is_locked("send-sync").await.expect("state"));
 }
+
+/// Every lock future can be spawned, which asks the compiler for its whole layout: a future
+/// nested more deeply than rustc's default recursion limit (128) builds as an `async fn`'s
+/// local but fails where it is spawned, in the application ("queries overflow the depth
+/// limit"). The spawns are compiled, never run (the branch is opaque to the compiler, and no
+/// locker is ever made). With `#![recursion_limit = "106"]` this file fails to build and with
+/// 110 it builds (so the deepest future is 18–21 levels inside the default limit).
+#[test]
+fn every_lock_future_can_be_spawned() {
+    #[cfg(feature = "redis")]
+    if let Some(locker) = std::hint::black_box(None::<distlock::RedisLocker>) {
+        spawn_every_redis_future(locker);
+    }
+    #[cfg(feature = "multi")]
+    if let Some(locker) = std::hint::black_box(None::<Locker<distlock::MultiLock>>) {
+        spawn_lock_futures(locker);
+    }
+    #[cfg(feature = "redlock")]
+    if let Some(locker) = std::hint::black_box(None::<Locker<distlock::RedLock>>) {
+        spawn_lock_futures(locker);
+    }
+    if let Some(locker) = std::hint::black_box(None::<Locker<Arc<dyn DynLockBackend>>>) {
+        spawn_lock_futures(locker);
+    }
+}
+
+/// Spawns the lock, release and extend futures of any backend's locker.
+fn spawn_lock_futures<B: LockBackend>(locker: Locker<B>) {
+    use std::time::Duration;
+
+    let other = locker.clone();
+    tokio::spawn(async move { other.try_lock("x").await });
+    let other = locker.clone();
+    tokio::spawn(async move { other.unlock("x", Owner::new()).await });
+    tokio::spawn(async move {
+        let guard = locker.lock_with("x", &LockOptions::new()).await?;
+        guard.extend(Duration::from_secs(1)).await?;
+        guard.release().await
+    });
+}
+
+/// Spawns the futures of every primitive of the Redis locker.
+#[cfg(feature = "redis")]
+fn spawn_every_redis_future(locker: distlock::RedisLocker) {
+    spawn_lock_futures(locker.clone());
+    let handle = locker.fair("x").expect("compile-only");
+    tokio::spawn(async move { handle.lock().await?.release().await });
+    let handle = locker.read_write("x").expect("compile-only");
+    let writer = handle.clone();
+    tokio::spawn(async move { handle.read().await?.release().await });
+    tokio::spawn(async move { writer.write().await?.release().await });
+    let handle = locker.permits("x").expect("compile-only");
+    tokio::spawn(async move { handle.acquire().await?.release().await });
+    let handle = locker.semaphore("x").expect("compile-only");
+    tokio::spawn(async move { handle.acquire(1).await });
+    let handle = locker.latch("x").expect("compile-only");
+    tokio::spawn(async move { handle.wait().await });
+    let handle = locker.election("x").expect("compile-only");
+    tokio::spawn(async move { handle.campaign("v").await });
+}

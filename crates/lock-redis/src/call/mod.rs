@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
+use futures_util::future::Either;
 use lock_core::{Error, Result};
 use redis::{Cmd, FromRedisValue, Pipeline, ServerErrorKind, Value};
 
@@ -174,75 +175,65 @@ impl Calls {
         fill: impl Fn(&mut Cmd),
     ) -> Result<T> {
         let (reply, _) = self
-            .run_then(route, script, keys, timeout, &fill, None)
+            .run_alone(route, script, keys, timeout, &fill, false)
             .await?;
         Ok(reply)
     }
 
-    /// Runs one lock script that writes, like [`Self::run`], and when writes wait for
-    /// replicas ([`Self::replication`]) asks for the acknowledgement in the same pipeline,
-    /// on the same connection, right after it. Only one such call is out at a time: callers
-    /// hold the queue's slot (one server), or wait for the gate here (a cluster; see
-    /// [`Calls::new`]).
-    async fn run_acked<T: FromRedisValue>(
-        &self,
-        route: &str,
-        script: &LockScript,
-        keys: usize,
-        timeout: Duration,
-        fill: impl Fn(&mut Cmd),
-    ) -> Result<(T, Acknowledged)> {
-        let started = tokio::time::Instant::now();
-        let _turn = match &self.wait_gate {
-            // Nothing is sent while waiting here: a timeout leaves the connection trusted.
-            Some(gate) => Some(
-                tokio::time::timeout(timeout, gate.acquire())
-                    .await
-                    .map_err(|_| Error::Timeout { after: timeout })?
-                    .map_err(|_| Error::Unavailable("the backend is shutting down".into()))?,
-            ),
-            None => None,
-        };
-        // The wait is capped by what is left of the call once its turn came.
-        let timeout = timeout.saturating_sub(started.elapsed());
-        let wait = self
-            .replication
-            .map(|replication| replication.command(timeout));
-        let (reply, after) = self
-            .run_then(route, script, keys, timeout, &fill, wait.as_ref())
-            .await?;
-        let acknowledged = self.replication.map(|replication| match after {
-            Some(after) => replication.acknowledged(after),
-            None => Err(out_of_step()),
-        });
-        Ok((reply, acknowledged))
-    }
-
-    /// [`Self::run`], with `then` (if any) sent right after the script in one pipeline; its
-    /// reply comes back beside the script's.
-    async fn run_then<T: FromRedisValue>(
+    /// [`Self::run`]; with `acked`, for a script that writes, and when writes wait for
+    /// replicas ([`Self::replication`]), the acknowledgement is asked in the same pipeline, on
+    /// the same connection, right after the script, and comes back beside its reply. Only one
+    /// such call is out at a time: callers hold the queue's slot (one server), or wait for the
+    /// gate here (a cluster; see [`Calls::new`]).
+    ///
+    /// One function for both, and the exchange picked here rather than by a step below: every
+    /// layer is one more state and poll frame on every call (see `docs/performance.md`).
+    async fn run_alone<T: FromRedisValue>(
         &self,
         route: &str,
         script: &LockScript,
         keys: usize,
         timeout: Duration,
         fill: &impl Fn(&mut Cmd),
-        then: Option<&Cmd>,
-    ) -> Result<(T, Option<Value>)> {
+        acked: bool,
+    ) -> Result<(T, Acknowledged)> {
         self.scripts_run()?;
         let deadline = tokio::time::Instant::now() + timeout;
+        let replication = self.replication.filter(|_| acked);
+        let _turn = match (&self.wait_gate, replication) {
+            // Nothing is sent while waiting here: a timeout leaves the connection trusted.
+            (Some(gate), Some(_)) => Some(
+                tokio::time::timeout_at(deadline, gate.acquire())
+                    .await
+                    .map_err(|_| Error::Timeout { after: timeout })?
+                    .map_err(|_| Error::Unavailable("the backend is shutting down".into()))?,
+            ),
+            _ => None,
+        };
+        // The replicas' wait is capped by what is left of the call once its turn came.
+        let wait = replication.map(|replication| {
+            replication.command(deadline.saturating_duration_since(tokio::time::Instant::now()))
+        });
+        let then = wait.as_ref();
         let link = self.link_by(deadline, timeout).await?;
-        let exchange = pin!(self.exchange(&link, route, script, keys, fill, then));
-        match by_deadline(deadline, exchange).await {
-            Some(reply) => {
-                let (items, after) = reply?;
-                Ok((decode(items)?, after))
-            }
+        let expiry = pin!(tokio::time::sleep_until(deadline));
+        let exchange = pin!(if self.sends_request_id(script) {
+            Either::Left(self.exchange(&link, route, script, keys, fill, then))
+        } else {
+            Either::Right(self.exchange_proven(&link, script, keys, fill, then))
+        });
+        let (items, after) = match by_deadline(expiry, exchange).await {
+            Some(reply) => reply?,
             None => {
                 self.connection.discard(&link, "call timed out");
-                Err(Error::Timeout { after: timeout })
+                return Err(Error::Timeout { after: timeout });
             }
-        }
+        };
+        let acknowledged = replication.map(|replication| match after {
+            Some(after) => replication.acknowledged(after),
+            None => Err(out_of_step()),
+        });
+        Ok((decode(items)?, acknowledged))
     }
 
     /// Sends `commands` that write, as [`Self::send_coalesced`], and returns what the replicas
@@ -251,14 +242,14 @@ impl Calls {
     /// # Errors
     ///
     /// As [`Self::send_coalesced`].
-    pub(crate) async fn send_write(
+    pub(crate) fn send_write(
         self: &Arc<Self>,
         commands: Vec<Cmd>,
         timeout: Duration,
-    ) -> Result<(Vec<Value>, Acknowledged)> {
-        let mut replies = self.send_coalesced(commands, timeout).await?;
-        let acknowledged = self.take_acknowledgement(&mut replies);
-        Ok((replies, acknowledged))
+    ) -> impl Future<Output = Result<(Vec<Value>, Acknowledged)>> + Send + '_ {
+        // Not an `async fn`: a wrapper that only awaits would be one more state and poll frame
+        // on every fast lock call.
+        self.send_in_turn(commands, timeout, false, true)
     }
 
     /// Takes the acknowledgement's answer off the end of a call's replies from a shared
@@ -284,8 +275,9 @@ impl Calls {
         let deadline = tokio::time::Instant::now() + timeout;
         let connection = &self.connection;
         let link = self.link_by(deadline, timeout).await?;
+        let expiry = pin!(tokio::time::sleep_until(deadline));
         let sent = pin!(connection.send_proven(&link, pipeline, proof));
-        match by_deadline(deadline, sent).await {
+        match by_deadline(expiry, sent).await {
             Some(Ok(Some(replies))) => Ok(replies),
             Some(Ok(None)) => {
                 connection.discard(&link, "reply out of step");
@@ -321,7 +313,9 @@ impl Calls {
         let answer = match take_turn(self, timeout, || vec![command(self.whole(script))]) {
             // Alone: the script's own request id proves the reply, no `PING` needed.
             Turn::Alone(slot) => {
-                let reply = self.run_acked(route, script, keys, timeout, fill).await;
+                let reply = self
+                    .run_alone(route, script, keys, timeout, &fill, true)
+                    .await;
                 drop(slot);
                 return reply;
             }
@@ -408,7 +402,7 @@ impl Calls {
         timeout: Duration,
     ) -> Result<Vec<Value>> {
         let count = commands.len();
-        let mut replies = self.send_in_turn(commands, timeout, true).await?;
+        let (mut replies, _) = self.send_in_turn(commands, timeout, true, false).await?;
         replies.truncate(count);
         Ok(replies)
     }
@@ -470,24 +464,26 @@ impl Calls {
     /// # Cancel safety
     ///
     /// Dropped while queued, nothing is sent; dropped after sending, the commands still run.
-    pub(crate) fn send_coalesced(
+    pub(crate) async fn send_coalesced(
         self: &Arc<Self>,
         commands: Vec<Cmd>,
         timeout: Duration,
-    ) -> impl Future<Output = Result<Vec<Value>>> + Send + '_ {
-        // Not an `async fn`: a wrapper that only awaits would be one more state and poll frame
-        // on every call.
-        self.send_in_turn(commands, timeout, false)
+    ) -> Result<Vec<Value>> {
+        let (replies, _) = self.send_in_turn(commands, timeout, false, false).await?;
+        Ok(replies)
     }
 
     /// [`Self::send_coalesced`] (`behind`: [`Self::send_behind`]): alone when its turn comes
-    /// at once, else in the next shared pipeline.
+    /// at once, else in the next shared pipeline. With `acked` ([`Self::send_write`]), the
+    /// acknowledgement's answer is taken off the replies and returned beside them; else it
+    /// stays last among them and `None` is returned beside them.
     async fn send_in_turn(
         self: &Arc<Self>,
         commands: Vec<Cmd>,
         timeout: Duration,
         behind: bool,
-    ) -> Result<Vec<Value>> {
+        acked: bool,
+    ) -> Result<(Vec<Value>, Acknowledged)> {
         let mut commands = Some(commands);
         let make = || commands.take().unwrap_or_default();
         let turn = if behind {
@@ -495,16 +491,25 @@ impl Calls {
         } else {
             take_turn(self, timeout, make)
         };
-        match turn {
+        let replies = match turn {
             Turn::Alone(slot) => {
+                // A lone call's replies are the pipeline's, the acknowledgement's answer last,
+                // as `pipeline_of` would cut them for one call; sent from here, one layer fewer.
                 let commands = commands.unwrap_or_default();
-                let counts = [commands.len()];
-                let replies = self.pipeline_of(commands, &counts, timeout).await;
+                let (pipeline, proof) = self.pipeline(commands, 1, timeout);
+                let replies = self.send_pipeline(pipeline, proof, timeout).await;
                 drop(slot);
-                Ok(replies?.pop().unwrap_or_default())
+                replies
             }
             Turn::Queued(answer) => queued_reply(answer, timeout).await,
-        }
+        };
+        let mut replies = replies?;
+        let acknowledged = if acked {
+            self.take_acknowledgement(&mut replies)
+        } else {
+            None
+        };
+        Ok((replies, acknowledged))
     }
 
     /// The keys matching `pattern` on every primary (see [`Connection::scan`]), at most about
@@ -543,9 +548,10 @@ impl Calls {
         Ok(link)
     }
 
-    /// One request about the lock named `route` and its reply on `link`: the reply items after
-    /// the request id, and the reply to `then`, a command sent right after the request in one
-    /// pipeline (the replica acknowledgement), when there is one.
+    /// One request about the lock named `route`, carrying its request id (see
+    /// [`Self::sends_request_id`]; [`Self::exchange_proven`] sends one without), and its reply
+    /// on `link`: the reply items after the request id, and the reply to `then`, a command sent
+    /// right after the request in one pipeline (the replica acknowledgement), when there is one.
     async fn exchange(
         &self,
         link: &Link,
@@ -555,9 +561,6 @@ impl Calls {
         fill: &impl Fn(&mut Cmd),
         then: Option<&Cmd>,
     ) -> Result<(Vec<Value>, Option<Value>)> {
-        if !self.sends_request_id(script) {
-            return self.exchange_proven(link, script, keys, fill, then).await;
-        }
         let connection = &self.connection;
         let nonce = connection.next_request_id();
         let command = |whole: bool| script.command(whole, keys, fill, Some(nonce));
@@ -619,6 +622,9 @@ impl Calls {
     /// `then` after it, if any) proven by the link's solitude, or by a `PING` after it when
     /// the link is not alone ([`Proof::SolitudeOrEcho`]). Its replies, error replies
     /// included, are then known to be its own.
+    ///
+    /// The pipeline is sent from here, not through [`Self::send_then_proven`]: one layer fewer
+    /// on the calls most made (every script whose id is optional, on one server).
     async fn exchange_proven(
         &self,
         link: &Link,
@@ -627,17 +633,25 @@ impl Calls {
         fill: &impl Fn(&mut Cmd),
         then: Option<&Cmd>,
     ) -> Result<(Vec<Value>, Option<Value>)> {
-        let send = |whole: bool| {
-            self.send_then_proven(link, script.command(whole, keys, fill, None), then)
+        let mut whole = self.whole(script);
+        let (reply, after) = loop {
+            let (pipeline, count) = then_pipeline(script.command(whole, keys, fill, None), then);
+            let sent = self
+                .connection
+                .send_proven(link, pipeline, Proof::SolitudeOrEcho)
+                .await;
+            let (reply, after) = self.proven_pair(link, sent, count)?;
+            match &reply {
+                Value::ServerError(error)
+                    if !whole && error.kind() == Some(ServerErrorKind::NoScript) =>
+                {
+                    // Proven: this request did not run, so sending it whole runs it once.
+                    crate::telemetry::noscript_reload();
+                    whole = true;
+                }
+                _ => break (reply, after),
+            }
         };
-        let (mut reply, mut after) = send(self.whole(script)).await?;
-        if let Value::ServerError(error) = &reply
-            && error.kind() == Some(ServerErrorKind::NoScript)
-        {
-            // Proven: this request did not run, so sending it whole runs it once.
-            crate::telemetry::noscript_reload();
-            (reply, after) = send(true).await?;
-        }
         if let Value::ServerError(error) = reply {
             return Err(map_error(&error.into(), Duration::ZERO));
         }
@@ -658,30 +672,73 @@ impl Calls {
         command: Cmd,
         then: Option<&Cmd>,
     ) -> Result<(Value, Option<Value>)> {
-        let connection = &self.connection;
-        let mut pipeline = Pipeline::with_capacity(3);
-        pipeline.add_command(command);
-        if let Some(then) = then {
-            pipeline.add_command(then.clone());
-        }
-        let count = pipeline.len();
-        match connection
+        let (pipeline, count) = then_pipeline(command, then);
+        let sent = self
+            .connection
             .send_proven(link, pipeline, Proof::SolitudeOrEcho)
-            .await
-        {
+            .await;
+        self.proven_pair(link, sent, count)
+    }
+
+    /// The replies of a pipeline of `count` commands (one, or two with a `then`) sent proven on
+    /// `link`: the first, and the second if any. A failure or a reply out of step discards the
+    /// link.
+    fn proven_pair(
+        &self,
+        link: &Link,
+        sent: redis::RedisResult<Option<Vec<Value>>>,
+        count: usize,
+    ) -> Result<(Value, Option<Value>)> {
+        match sent {
             Ok(Some(replies)) if replies.len() == count => {
                 let mut replies = replies.into_iter();
                 Ok((replies.next().unwrap_or_default(), replies.next()))
             }
             Ok(_) => {
-                connection.discard(link, "reply out of step");
+                self.connection.discard(link, "reply out of step");
                 Err(out_of_step())
             }
             Err(error) => {
-                connection.discard(link, "connection error");
+                self.connection.discard(link, "connection error");
                 Err(map_error(&error, Duration::ZERO))
             }
         }
+    }
+}
+
+/// `command`, then `then` if any, as one pipeline (room left for a `PING` after them), and how
+/// many commands it has.
+fn then_pipeline(command: Cmd, then: Option<&Cmd>) -> (Pipeline, usize) {
+    let mut pipeline = Pipeline::with_capacity(3);
+    pipeline.add_command(command);
+    if let Some(then) = then {
+        pipeline.add_command(then.clone());
+    }
+    let count = pipeline.len();
+    (pipeline, count)
+}
+
+impl Calls {
+    /// The pipeline of the commands of `calls` calls, with the proof it needs.
+    fn pipeline(&self, commands: Vec<Cmd>, calls: usize, timeout: Duration) -> (Pipeline, Proof) {
+        // Room for the replica wait and the `PING` that may follow the calls' commands.
+        let mut pipeline = Pipeline::with_capacity(commands.len() + 2);
+        for command in commands {
+            pipeline.add_command(command);
+        }
+        // One acknowledgement for every write of the pipeline: `WAIT` counts the replicas that
+        // have all of this connection's writes so far. Each call gets a copy of its answer.
+        if let Some(replication) = &self.replication {
+            pipeline.add_command(replication.command(timeout));
+        }
+        // One call may be proven by going alone; several share a pipeline because calls
+        // overlap, and bring their `PING` (see `Proof`).
+        let proof = if calls == 1 {
+            Proof::SolitudeOrEcho
+        } else {
+            Proof::Echo
+        };
+        (pipeline, proof)
     }
 }
 
@@ -697,23 +754,7 @@ impl Carrier for Calls {
         counts: &[usize],
         timeout: Duration,
     ) -> Result<Vec<Vec<Value>>> {
-        // Room for the replica wait and the `PING` that may follow the calls' commands.
-        let mut pipeline = Pipeline::with_capacity(commands.len() + 2);
-        for command in commands {
-            pipeline.add_command(command);
-        }
-        // One acknowledgement for every write of the pipeline: `WAIT` counts the replicas that
-        // have all of this connection's writes so far. Each call gets a copy of its answer.
-        if let Some(replication) = &self.replication {
-            pipeline.add_command(replication.command(timeout));
-        }
-        // One call may be proven by going alone; several share a pipeline because calls
-        // overlap, and bring their `PING` (see `Proof`).
-        let proof = if counts.len() == 1 {
-            Proof::SolitudeOrEcho
-        } else {
-            Proof::Echo
-        };
+        let (pipeline, proof) = self.pipeline(commands, counts.len(), timeout);
         let mut replies = self.send_pipeline(pipeline, proof, timeout).await?;
         let acknowledgement = match self.replication {
             Some(_) => replies.pop(),
@@ -731,23 +772,23 @@ impl Carrier for Calls {
     }
 }
 
-/// What `future` gives, or `None` once `deadline` has passed (it is then dropped where it stands,
-/// by its owner). The future is taken pinned where its caller made it: `tokio::time::timeout_at`
-/// takes it by value into a struct of its own, a copy of the whole call's future (kilobytes,
-/// about 1,000 instructions per lock + release cycle) on every call.
-async fn by_deadline<F: Future>(
-    deadline: tokio::time::Instant,
-    future: Pin<&mut F>,
-) -> Option<F::Output> {
-    let mut future = future;
-    let mut expiry = pin!(tokio::time::sleep_until(deadline));
-    std::future::poll_fn(|cx| {
+/// What `future` gives, or `None` once `expiry` has elapsed (the future is then dropped where it
+/// stands, by its owner). Both are taken pinned where the caller made them:
+/// `tokio::time::timeout_at` takes the future by value into a struct of its own, a copy of the
+/// whole call's future (kilobytes, about 1,000 instructions per lock + release cycle) on every
+/// call; and a plain function over a `poll_fn`, rather than an `async fn` around one, is one
+/// state and one poll frame fewer on every call.
+fn by_deadline<'a, F: Future>(
+    expiry: Pin<&'a mut tokio::time::Sleep>,
+    future: Pin<&'a mut F>,
+) -> impl Future<Output = Option<F::Output>> + 'a {
+    let (mut expiry, mut future) = (expiry, future);
+    std::future::poll_fn(move |cx| {
         if let Poll::Ready(output) = future.as_mut().poll(cx) {
             return Poll::Ready(Some(output));
         }
         expiry.as_mut().poll(cx).map(|()| None)
     })
-    .await
 }
 
 /// The reply of a queued call of `script` (its last item), decoded after its request id (the
