@@ -66,8 +66,13 @@ impl Mixed {
     }
 }
 
-/// Each node call's deadline, as in `conformance_redis.rs`: one a loaded CI machine meets.
-const NODE_TIMEOUT: Duration = Duration::from_millis(250);
+/// Each node call's deadline: one a loaded CI machine meets. Longer than the Redis-only suites'
+/// 250 ms: a PostgreSQL node's call is a transaction on a server sharing the 2 cores with the
+/// other test binaries, and it took longer than 250 ms in two CI runs (a release and a renewal
+/// timed out on that node, which the suite, checking the contract, then reported as a quorum
+/// error). The short deadlines themselves are tested in `faults.rs` and the composite's unit
+/// tests.
+const NODE_TIMEOUT: Duration = Duration::from_secs(1);
 
 mod multi_redis_postgres {
     use super::*;
