@@ -342,8 +342,7 @@ impl Calls {
             && error.kind() == Some(ServerErrorKind::NoScript)
         {
             crate::telemetry::noscript_reload();
-            reply = self.send_coalesced(vec![whole()], timeout).await?;
-            acknowledged = self.take_acknowledgement(&mut reply);
+            (reply, acknowledged) = self.send_write(vec![whole()], timeout).await?;
         }
         Ok((reply, acknowledged))
     }
