@@ -33,6 +33,8 @@ use lock_core::{
 };
 use tokio::time::{Instant, sleep, timeout};
 
+use crate::hang_watch::HangWatch;
+
 /// How a conformance test reaches the store under test.
 pub trait Harness: Send + Sync + 'static {
     /// The backend under test.
@@ -781,20 +783,33 @@ macro_rules! conformance_tests {
     };
 }
 
+/// How long one conformance case may run.
+const CASE_LIMIT: Duration = Duration::from_secs(60);
+/// How long a case's runtime may take to stop once the case is over (its blocking tasks).
+const STOP_LIMIT: Duration = Duration::from_secs(10);
+
 /// Runs one case on a fresh two-worker runtime, with an overall time limit of 60 s.
+///
+/// A case that hangs where that limit cannot fire (a blocked thread, a fixture's synchronous
+/// start, a runtime that cannot stop) is caught by a [`HangWatch`] 30 s later: it aborts the
+/// test binary, naming the case and printing every thread's stack.
 ///
 /// # Panics
 ///
 /// When the case panics or exceeds the limit.
 pub fn run<F: Future<Output = ()>>(case: F) {
+    let name = std::thread::current()
+        .name()
+        .unwrap_or("a conformance case")
+        .to_owned();
+    let _watch = HangWatch::arm(name, CASE_LIMIT + STOP_LIMIT + Duration::from_secs(20));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("tokio runtime");
-    runtime.block_on(async {
-        timeout(Duration::from_secs(60), case)
-            .await
-            .expect("conformance case took over 60 s: something hangs");
-    });
+    let finished = runtime.block_on(async { timeout(CASE_LIMIT, case).await });
+    // Not the runtime's drop, which waits for its blocking tasks without end.
+    runtime.shutdown_timeout(STOP_LIMIT);
+    finished.expect("conformance case took over 60 s: something hangs");
 }

@@ -33,6 +33,8 @@
 //! - [`assert_nothing_left`] / [`check_nothing_left`]: after a test, no lock key and no
 //!   subscription is left on its servers (with a bounded wait for unsubscribes in flight).
 //! - [`commandstats`]: how often a server ran a command (`INFO commandstats`).
+//! - [`hang_watch`]: a thread that aborts a test binary, naming the test and printing every
+//!   thread's stack, when a test hangs where its own timeout cannot fire.
 //! - [`faults`]: fault sequences for the batteries ([`faults::single_node`]).
 //! - [`assert_battery_verdict`]: the verdict every fault battery ([`run_schedule`]) must reach:
 //!   no overlap, no lost update, no fence rejection, enough faults and acquisitions, and
@@ -52,6 +54,7 @@ pub mod fault_loop;
 pub mod faults;
 mod fixture;
 pub mod flaky;
+pub mod hang_watch;
 pub mod history;
 pub mod latch_conformance;
 pub mod leftovers;
