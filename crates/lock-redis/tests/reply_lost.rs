@@ -118,6 +118,38 @@ async fn an_acquire_whose_reply_is_lost_is_undone_once_replies_flow_again() {
     assert_eq!(hold_count(&server, "c", &field).await, None);
 }
 
+/// A reply cut off in the middle (the connection ends inside it): the acquire ran on the
+/// server, so the client cannot know whether it holds the lock. The error says so (ambiguous,
+/// as a lost connection, not a reply the library does not understand), and the owner's next
+/// attempt settles the earlier one first: a fresh first hold, and nothing left after its
+/// release. Answered as a protocol error, the first grant stayed on the server unknown to the
+/// owner, and its next attempt re-entered it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_whose_reply_is_cut_off_is_ambiguous_and_undone() {
+    for kind in [LockKind::Reentrant, LockKind::Fast] {
+        let (server, proxy, locker) = setup_kind(kind).await;
+        let options = fixed(Owner::new());
+        proxy.set_fault(Fault::CutReplies);
+        let first = locker.lock_with("cut", &options).await;
+        proxy.clear();
+        let error = first.expect_err("the reply was cut off");
+        assert!(error.is_ambiguous(), "{kind:?}: {error:?}");
+        let guard = locker
+            .lock_with("cut", &options)
+            .await
+            .unwrap_or_else(|error| panic!("{kind:?}: {error}"));
+        assert_eq!(guard.hold_count(), 1, "{kind:?}");
+        assert_eq!(guard.release().await.unwrap(), ReleaseOutcome::Released);
+        let mut raw = server.connection().await;
+        let left: bool = redis::cmd("EXISTS")
+            .arg("cut")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert!(!left, "{kind:?}: the lock is left on the server");
+    }
+}
+
 /// Many callers share the connection while replies go missing now and then (10 windows): a caller either
 /// gets its own reply or an error, never another request's answer. Checked against the server:
 /// every grant a caller sees is on the server under its own field, and every `Released` it sees

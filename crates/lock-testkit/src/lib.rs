@@ -5,7 +5,7 @@
 //! - [`RedisNodes`]: `n` independent real servers (no replication, no cluster) for tests of
 //!   multi-node locks (RedLock, MultiLock), with the same fault controls per node.
 //! - [`FaultProxy`]: a loopback TCP proxy in front of a server with faults switchable at run
-//!   time (latency, black hole, lost replies, refused or reset connections).
+//!   time (latency, black hole, lost or cut-off replies, refused or reset connections).
 //! - [`ReplicatedPair`]: a primary and a replica, with the link cut and the replica promoted
 //!   on demand (failover before replication).
 //! - Server-side faults on any [`RedisServer`]: [`RedisServer::kill_pubsub_clients`],

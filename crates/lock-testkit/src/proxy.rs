@@ -89,6 +89,12 @@ pub enum Fault {
     /// the client sees a reset or EOF on its first read or write. Existing connections are
     /// unaffected and keep forwarding normally.
     RefuseNew,
+    /// Cut the server's next reply short on every connection: the first half of the next
+    /// chunk from the server is delivered, then the connection to the client is closed
+    /// (`FIN`), as when a server or the network goes away in the middle of a reply. Requests
+    /// sent before run on the server. Connections made after the cut are cut in turn, at their
+    /// first reply, until the fault is cleared.
+    CutReplies,
 }
 
 /// Which way bytes flow through a proxied connection.
@@ -105,6 +111,11 @@ impl Direction {
             Direction::ToServer => fault == Fault::Blackhole,
             Direction::ToClient => matches!(fault, Fault::Blackhole | Fault::DropReplies),
         }
+    }
+
+    /// Whether `fault` cuts the connection short in the middle of the bytes flowing this way.
+    fn cuts(self, fault: Fault) -> bool {
+        matches!(self, Direction::ToClient) && fault == Fault::CutReplies
     }
 }
 
@@ -456,6 +467,16 @@ async fn deliver(
                 return Ok(());
             }
             Some(_) if direction.drops(fault) => {}
+            Some(data) if direction.cuts(fault) => {
+                // Half of it, at least one byte: a reply begun and not ended.
+                let kept = data.len().div_ceil(2);
+                writer.write_all(&data[..kept]).await?;
+                shared
+                    .counter(direction)
+                    .fetch_add(kept as u64, Ordering::AcqRel);
+                writer.shutdown().await?;
+                return Ok(());
+            }
             Some(data) => {
                 writer.write_all(&data).await?;
                 shared

@@ -238,6 +238,40 @@ async fn drop_replies_runs_the_request_but_loses_the_reply() {
 }
 
 #[tokio::test]
+async fn cut_replies_runs_the_request_and_ends_the_connection_inside_its_reply() {
+    let (server, proxy) = start().await;
+    let mut stream = TcpStream::connect(proxy.addr()).await.expect("connect");
+    // Through first, so the connection to the server is up before the cut.
+    assert_eq!(raw_ping(&mut stream).await.expect("ping"), "+PONG\r\n");
+    proxy.set_fault(Fault::CutReplies);
+
+    stream
+        .write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n")
+        .await
+        .expect("send SET");
+    let mut received = Vec::new();
+    timeout(QUICK, stream.read_to_end(&mut received))
+        .await
+        .expect("the connection ends")
+        .expect("ended by a FIN, not a reset");
+    assert_eq!(received, b"+OK", "half of `+OK\\r\\n`, then the end");
+
+    let mut direct = server.connection().await;
+    let value: Option<String> = redis::cmd("GET")
+        .arg("k")
+        .query_async(&mut direct)
+        .await
+        .unwrap();
+    assert_eq!(value.as_deref(), Some("v"), "the request ran");
+
+    proxy.clear();
+    assert_eq!(
+        raw_connect_and_ping(proxy.addr()).await.expect("ping"),
+        "+PONG\r\n"
+    );
+}
+
+#[tokio::test]
 async fn reset_connections_breaks_existing_connections_only() {
     let (_server, proxy) = start().await;
     let mut con = connect(&proxy).await;

@@ -28,11 +28,23 @@ pub(crate) fn map_error(error: &RedisError, timeout: Duration) -> Error {
     match error.kind() {
         ErrorKind::AuthenticationFailed => Error::NotPermitted(cause()),
         ErrorKind::InvalidClientConfig => Error::InvalidConfig { reason: text },
+        // The connection ended inside a reply: the request was sent and may have run, its
+        // answer cannot be read. A lost connection, as the backend contract counts it
+        // (docs/writing-a-backend.md), so the Locker settles what it may have left; as a
+        // `Protocol` error a grant cut off this way stayed on the server, unknown to its owner.
+        ErrorKind::Parse if cut_off(&text) => Error::ConnectionLost(cause()),
         ErrorKind::Parse | ErrorKind::UnexpectedReturnType => Error::Protocol(cause()),
         _ if error.is_io_error() || error.is_connection_dropped() => Error::ConnectionLost(cause()),
         _ if error.is_unrecoverable_error() => Error::ConnectionLost(cause()),
         _ => Error::Backend(cause()),
     }
+}
+
+/// Whether the text of a parse error says the reply stopped short: the decoder (redis-rs's,
+/// built on `combine`) met the end of the stream inside a reply, which it reports as an
+/// unexpected end of input. Bytes that are no reply at all say what they are instead.
+fn cut_off(text: &str) -> bool {
+    text.contains("end of input")
 }
 
 /// Whether an error reply with `code` is a refusal that passes: the command did not run, and
@@ -95,6 +107,21 @@ mod tests {
                 .downcast_ref::<RedisError>()
                 .and_then(RedisError::code),
             Some("OOM")
+        );
+    }
+
+    #[test]
+    fn a_reply_cut_off_is_a_lost_connection_and_garbage_a_protocol_error() {
+        let cut = redis::parse_redis_value(b"*2\r\n:1\r\n").expect_err("cut off");
+        assert!(
+            matches!(map_error(&cut, Duration::ZERO), Error::ConnectionLost(_)),
+            "{cut}"
+        );
+        let garbage =
+            redis::parse_redis_value(b"HTTP/1.1 400 Bad Request\r\n").expect_err("no reply");
+        assert!(
+            matches!(map_error(&garbage, Duration::ZERO), Error::Protocol(_)),
+            "{garbage}"
         );
     }
 
