@@ -39,7 +39,7 @@ pub struct PostgresBackendBuilder {
 }
 
 /// The default call timeout: a step without an answer this long fails with an ambiguous
-/// [`Error::Timeout`](lock_core::Error::Timeout).
+/// [`Error::Timeout`].
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl PostgresBackend {

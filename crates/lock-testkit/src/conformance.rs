@@ -719,7 +719,7 @@ pub async fn bad_input_is_rejected<H: Harness>(harness: &H) {
 /// two-worker multi-thread tokio runtime.
 ///
 /// `conformance_tests!(@sequence harness)` is instead a future running every case one after
-/// the other on `harness` (a reference to a [`Harness`](crate::conformance::Harness)), for a
+/// the other on `harness` (a reference to a [`Harness`]), for a
 /// store too costly to share between parallel tests (such as a cluster in containers):
 ///
 /// ```

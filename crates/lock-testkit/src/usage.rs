@@ -365,7 +365,7 @@ impl Shared {
     }
 }
 
-/// A held guard whose hold is recorded when it ends: when [`Recorded::release`] sends the
+/// A held guard whose hold is recorded when it ends: when [`Task::release`] sends the
 /// release, or when it is dropped (at the end of a scope, or with a cancelled future).
 struct Recorded<'a, B: LockBackend> {
     shared: &'a Shared,

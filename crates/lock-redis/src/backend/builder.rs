@@ -46,7 +46,7 @@ use crate::wire::replication::ReplicaAck;
 ///
 /// Besides URLs, [`RedisBackend::builder`] takes redis-rs's own description of a server, so
 /// settings made in code stay as they are: a `redis::Client` or a `redis::ConnectionInfo`, for
-/// one server, a cluster's seeds or a service's Sentinels (see [`RedisNode`](crate::RedisNode)).
+/// one server, a cluster's seeds or a service's Sentinels (see [`RedisNode`]).
 /// The address, database, username and password, protocol (RESP2 or RESP3), TCP settings and
 /// TLS of the info are kept for every connection the backend makes to that server: commands and
 /// release notifications (which always speak RESP3, to receive pushes). These types are

@@ -58,7 +58,7 @@ struct ServerClient {
 /// One established command connection.
 pub(crate) struct Link {
     connection: MultiplexedConnection,
-    /// The requests out on this link, for proofs by solitude (see [`ledger`]).
+    /// The requests out on this link, for proofs by solitude (see [`super::ledger`]).
     ledger: Ledger,
     /// The server's address (`host:port`), for the `node` field of spans.
     node: Arc<str>,
