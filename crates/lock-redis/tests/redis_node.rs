@@ -669,6 +669,11 @@ async fn list_locks_finds_either_kind() {
     assert_eq!(list.locks[1].1.holders[0].0, quick.owner_field());
     let some = backend.list_locks("list:*", 2).await.expect("list");
     assert!(!some.complete, "more keys than the limit");
+    assert!(some.locks.len() <= 2, "{:?}", some.locks);
+    // A walk that ends within the limit is complete, also when it found exactly `limit` keys.
+    let exact = backend.list_locks("list:a", 1).await.expect("list");
+    assert!(exact.complete, "the one matching key was looked at");
+    assert_eq!(exact.locks.len(), 1);
     assert!(matches!(
         backend.list_locks("*", 0).await,
         Err(Error::InvalidOptions { .. })

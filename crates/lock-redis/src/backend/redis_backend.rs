@@ -218,7 +218,9 @@ impl RedisBackend {
     /// `[…]`, `\` escapes), each with what [`describe`](Self::describe) reads for it: locks of
     /// either kind, read-write and fair locks, elections, semaphores (with lease-bound permits
     /// or not) and latches. The keys are walked with `SCAN` on every primary (never `KEYS`,
-    /// which would block the server), at most about `limit` of them. Keys that are not a
+    /// which would block the server), and at most `limit` of them are looked at (a lock's
+    /// derived keys count: see below); [`LockList::complete`] says whether that was every key
+    /// matching the pattern. Keys that are not a
     /// name of their own are left out: the kinds' derived keys by their shapes (fencing
     /// counters, fair queues and their deadlines, leader values, read-write lock hold keys
     /// `{name}:<owner field>:rwlock_timeout:<k>`, permits out `{name}:timeout`) and other data
@@ -258,10 +260,12 @@ impl RedisBackend {
             });
         }
         let calls = &self.inner.calls;
-        let names = calls.scan(pattern, limit).await?;
-        let complete = names.len() < limit;
+        let (names, walked) = calls.scan(pattern, limit).await?;
+        // A `SCAN` step returns every key it finds, so the walk may hold more than `limit`:
+        // only the first `limit` are looked at, each with a call of its own.
+        let complete = walked && names.len() <= limit;
         let mut locks = Vec::new();
-        for name in names {
+        for name in names.into_iter().take(limit) {
             if is_derived_key(&name) || keys::check_name(&name).is_err() {
                 continue;
             }

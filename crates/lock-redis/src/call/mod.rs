@@ -512,7 +512,8 @@ impl Calls {
     }
 
     /// The keys matching `pattern` on every primary (see [`Connection::scan`]), at most about
-    /// `limit`; each `SCAN` step within the command timeout.
+    /// `limit`, and whether the walk reached the end of every primary's keys; each `SCAN` step
+    /// within the command timeout.
     ///
     /// # Errors
     ///
@@ -521,7 +522,7 @@ impl Calls {
         &self,
         pattern: &str,
         limit: usize,
-    ) -> Result<std::collections::BTreeSet<String>> {
+    ) -> Result<(std::collections::BTreeSet<String>, bool)> {
         let timeout = self.command_timeout;
         let deadline = tokio::time::Instant::now() + timeout;
         let link = self.link_by(deadline, timeout).await?;

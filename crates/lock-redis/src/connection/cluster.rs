@@ -361,7 +361,7 @@ impl Cluster {
 
     /// Adds the keys matching `pattern` on every primary (as `CLUSTER SLOTS` names them) to
     /// `into`, walked with `SCAN` node by node (each step within `step_timeout`), until `into`
-    /// holds `limit` keys.
+    /// holds `limit` keys. Returns whether every primary's keys were walked to the end.
     ///
     /// # Errors
     ///
@@ -373,14 +373,15 @@ impl Cluster {
         limit: usize,
         step_timeout: Duration,
         into: &mut std::collections::BTreeSet<String>,
-    ) -> RedisResult<()> {
+    ) -> RedisResult<bool> {
         let owners = self.slot_owners(link).await.ok_or_else(|| {
             RedisError::from((
                 ErrorKind::Io,
                 "could not read which primaries serve the slots",
             ))
         })?;
-        for (host, port) in owners.primaries() {
+        let primaries = owners.primaries();
+        for (index, (host, port)) in primaries.iter().enumerate() {
             let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
                 host: host.clone(),
                 port: *port,
@@ -390,12 +391,15 @@ impl Cluster {
                 let routing = routing.clone();
                 async move { connection.route_command(step, routing).await }
             };
-            super::scan::scan_node(send, pattern, limit, step_timeout, into).await?;
-            if into.len() >= limit {
-                break;
+            if !super::scan::scan_node(send, pattern, limit, step_timeout, into).await? {
+                return Ok(false);
+            }
+            if into.len() >= limit && index + 1 < primaries.len() {
+                // Primaries left unwalked.
+                return Ok(false);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Reports that the copy of the slot owners may be out of date.

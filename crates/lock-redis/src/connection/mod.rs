@@ -391,7 +391,7 @@ impl Connection {
 
     /// The keys matching `pattern` on every primary, walked with `SCAN` (each step within
     /// `step_timeout`), sorted, at most about `limit` of them (a node's last step may go past
-    /// it).
+    /// it), and whether every primary's keys were walked to the end.
     ///
     /// # Errors
     ///
@@ -403,25 +403,25 @@ impl Connection {
         pattern: &str,
         limit: usize,
         step_timeout: Duration,
-    ) -> RedisResult<std::collections::BTreeSet<String>> {
+    ) -> RedisResult<(std::collections::BTreeSet<String>, bool)> {
         let mut keys = std::collections::BTreeSet::new();
-        match (self, link) {
+        let walked = match (self, link) {
             (Connection::Standalone(standalone), Link::Standalone(link)) => {
                 let send = |step: Cmd| async move { standalone.ask(link, &step).await };
-                scan::scan_node(send, pattern, limit, step_timeout, &mut keys).await?;
+                scan::scan_node(send, pattern, limit, step_timeout, &mut keys).await?
             }
             #[cfg(feature = "cluster")]
             (Connection::Cluster(cluster), Link::Cluster(link)) => {
                 cluster
                     .scan(link, pattern, limit, step_timeout, &mut keys)
-                    .await?;
+                    .await?
             }
             #[cfg(feature = "cluster")]
             _ => {
                 return Err(foreign_link_transport());
             }
-        }
-        Ok(keys)
+        };
+        Ok((keys, walked))
     }
 
     /// Keeps `request` for the next link when there is none right now, to run before anything

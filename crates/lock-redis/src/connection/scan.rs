@@ -13,7 +13,8 @@ const STEP: usize = 1000;
 
 /// Adds the keys matching `pattern` of one node to `into`, one `SCAN` step at a time through
 /// `send`, each step within `step_timeout`, until the node's keys are walked or `into` holds
-/// `limit` keys.
+/// `limit` keys. Returns whether the node's keys were walked to the end (a step returns as
+/// many keys as it finds, so `into` may then hold more than `limit`).
 ///
 /// # Errors
 ///
@@ -25,7 +26,7 @@ pub(crate) async fn scan_node<F, Fut>(
     limit: usize,
     step_timeout: Duration,
     into: &mut BTreeSet<String>,
-) -> RedisResult<()>
+) -> RedisResult<bool>
 where
     F: FnMut(Cmd) -> Fut,
     Fut: Future<Output = RedisResult<Value>>,
@@ -44,8 +45,11 @@ where
             .extract_error()?;
         let (next, keys) = <(String, Vec<String>)>::from_redis_value(reply)?;
         into.extend(keys);
-        if next == "0" || into.len() >= limit {
-            return Ok(());
+        if next == "0" {
+            return Ok(true);
+        }
+        if into.len() >= limit {
+            return Ok(false);
         }
         cursor = next;
     }
