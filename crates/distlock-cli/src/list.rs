@@ -68,7 +68,7 @@ pub async fn list(locker: RedisLocker, args: ListArgs) -> ExitCode {
         }
         if !list.complete {
             eprintln!(
-                "distlock: stopped after about {} keys (--limit); there may be more",
+                "distlock: stopped after {} keys (--limit); there may be more",
                 args.limit
             );
         }
