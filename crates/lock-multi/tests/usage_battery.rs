@@ -9,7 +9,8 @@
 //!   lost after the call was applied, calls refused);
 //! - Redis, the reentrant and the fast lock: one server behind a fault proxy
 //!   (`faults::single_node`: latency, reset connections, a pause shorter than a lease, killed
-//!   notification connections, a flushed script cache, `kill -9` and a restart from an
+//!   notification connections, a flushed script cache, replies cut off in their middle for a
+//!   moment, `kill -9` and a restart from an
 //!   `appendfsync always` AOF);
 //! - the fair lock on that server, which also must grant in arrival order (counted by the
 //!   arrival book; grants past a waiter whose own attempt failed are counted apart);

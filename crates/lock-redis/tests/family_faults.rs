@@ -1,6 +1,7 @@
 //! The lock family's shared and ordered members under the single-node in-model faults
 //! (`lock_testkit::faults::single_node`: latency, reset connections, a pause shorter than a
-//! lease, killed notification connections, a flushed script cache, `kill -9` and a restart
+//! lease, killed notification connections, a flushed script cache, replies cut off in their
+//! middle for a moment, `kill -9` and a restart
 //! from an `appendfsync always` AOF), one after another at random gaps of 50–200 ms, while
 //! 4 clients (each its own `RedisBackend` through a fault proxy, 300 ms command timeout) work:
 //!

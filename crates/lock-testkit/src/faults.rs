@@ -12,8 +12,9 @@ use crate::server::RedisServer;
 
 /// The in-model faults of one node reached through `proxy`, in turn: latency on the proxy,
 /// reset connections, a pause of the server shorter than a 1.2 s lease minus a renewal period,
-/// its notification connections killed, its script cache flushed, and `kill -9` with a restart
-/// from an `appendfsync always` AOF (start the server with
+/// its notification connections killed, its script cache flushed, replies cut off in their
+/// middle for a moment (the requests ran, the connections end inside their replies), and
+/// `kill -9` with a restart from an `appendfsync always` AOF (start the server with
 /// [`ServerOptions::aof_fsync_always`](crate::ServerOptions::aof_fsync_always)).
 ///
 /// # Panics
@@ -28,8 +29,9 @@ pub fn single_node(
         // Random choices made up front: the thread-local generator cannot cross an await.
         let latency = Duration::from_millis(rand::rng().random_range(10..=40));
         let pause = Duration::from_millis(rand::rng().random_range(100..=300));
+        let cut = Duration::from_millis(rand::rng().random_range(20..=80));
         Box::pin(async move {
-            match n % 6 {
+            match n % 7 {
                 0 => {
                     proxy.set_fault(Fault::Latency(latency));
                     tokio::time::sleep(Duration::from_millis(250)).await;
@@ -60,6 +62,14 @@ pub fn single_node(
                     })
                     .await;
                     "script flush".to_owned()
+                }
+                5 => {
+                    // Every connection that gets a reply meanwhile is cut inside it: the calls
+                    // it answered ran, their callers cannot know it.
+                    proxy.set_fault(Fault::CutReplies);
+                    tokio::time::sleep(cut).await;
+                    proxy.clear();
+                    format!("replies cut off for {cut:?}")
                 }
                 _ => {
                     off_the_runtime(server, |server| {
