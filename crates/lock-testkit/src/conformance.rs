@@ -808,8 +808,26 @@ pub fn run<F: Future<Output = ()>>(case: F) {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let finished = runtime.block_on(async { timeout(CASE_LIMIT, case).await });
+    // A panic (a failed assertion) is caught here so that the runtime stops the same way,
+    // then raised again.
+    let finished = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(async { timeout(CASE_LIMIT, case).await })
+    }));
     // Not the runtime's drop, which waits for its blocking tasks without end.
     runtime.shutdown_timeout(STOP_LIMIT);
-    finished.expect("conformance case took over 60 s: something hangs");
+    match finished {
+        Ok(finished) => finished.expect("conformance case took over 60 s: something hangs"),
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A failed assertion in a case fails the test with its own message, after the case's
+    /// runtime has stopped.
+    #[test]
+    #[should_panic(expected = "the case's own assertion")]
+    fn a_panicking_case_fails_with_its_own_message() {
+        super::run(async { panic!("the case's own assertion") });
+    }
 }

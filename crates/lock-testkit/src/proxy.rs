@@ -92,8 +92,10 @@ pub enum Fault {
     /// Cut the server's next reply short on every connection: the first half of the next
     /// chunk from the server is delivered, then the connection to the client is closed
     /// (`FIN`), as when a server or the network goes away in the middle of a reply. Requests
-    /// sent before run on the server. Connections made after the cut are cut in turn, at their
-    /// first reply, until the fault is cleared.
+    /// sent before run on the server. A chunk is usually one reply; one of several pipelined
+    /// replies may be cut between two of them, and a one-byte chunk is delivered whole before
+    /// the close. Connections made after the cut are cut in turn, at their first reply, until
+    /// the fault is cleared.
     CutReplies,
 }
 
@@ -468,7 +470,7 @@ async fn deliver(
             }
             Some(_) if direction.drops(fault) => {}
             Some(data) if direction.cuts(fault) => {
-                // Half of it, at least one byte: a reply begun and not ended.
+                // Half of it, at least one byte: usually a reply begun and not ended.
                 let kept = data.len().div_ceil(2);
                 writer.write_all(&data[..kept]).await?;
                 shared

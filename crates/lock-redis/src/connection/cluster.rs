@@ -374,6 +374,10 @@ impl Cluster {
         step_timeout: Duration,
         into: &mut std::collections::BTreeSet<String>,
     ) -> RedisResult<bool> {
+        // Read afresh: a copy from before a reshard could leave a new primary out, and the
+        // walk would still answer that it saw every key. A listing is rare; one more
+        // `CLUSTER SLOTS` costs it little.
+        self.slot_owners_stale();
         let owners = self.slot_owners(link).await.ok_or_else(|| {
             RedisError::from((
                 ErrorKind::Io,
