@@ -469,21 +469,22 @@ async fn deliver(
                 return Ok(());
             }
             Some(_) if direction.drops(fault) => {}
-            Some(data) if direction.cuts(fault) => {
-                // Half of it, at least one byte: usually a reply begun and not ended.
-                let kept = data.len().div_ceil(2);
-                writer.write_all(&data[..kept]).await?;
-                shared
-                    .counter(direction)
-                    .fetch_add(kept as u64, Ordering::AcqRel);
-                writer.shutdown().await?;
-                return Ok(());
-            }
             Some(data) => {
-                writer.write_all(&data).await?;
+                let cut = direction.cuts(fault);
+                // Cut: half of it, at least one byte (usually a reply begun and not ended).
+                let sent = if cut {
+                    data.len().div_ceil(2)
+                } else {
+                    data.len()
+                };
+                writer.write_all(&data[..sent]).await?;
                 shared
                     .counter(direction)
-                    .fetch_add(data.len() as u64, Ordering::AcqRel);
+                    .fetch_add(sent as u64, Ordering::AcqRel);
+                if cut {
+                    writer.shutdown().await?;
+                    return Ok(());
+                }
             }
         }
     }

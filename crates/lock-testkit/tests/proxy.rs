@@ -30,6 +30,11 @@ async fn connect(proxy: &FaultProxy) -> MultiplexedConnection {
         .expect("connect through the proxy")
 }
 
+/// The value of key `k`, read on `con`.
+async fn get_k(con: &mut MultiplexedConnection) -> Option<String> {
+    redis::cmd("GET").arg("k").query_async(con).await.unwrap()
+}
+
 async fn ping(con: &mut MultiplexedConnection) -> redis::RedisResult<String> {
     redis::cmd("PING").query_async(con).await
 }
@@ -220,20 +225,12 @@ async fn drop_replies_runs_the_request_but_loses_the_reply() {
     assert_eq!(proxy.bytes_to_client(), to_client);
 
     let mut direct = server.connection().await;
-    let value: Option<String> = redis::cmd("GET")
-        .arg("k")
-        .query_async(&mut direct)
-        .await
-        .unwrap();
+    let value = get_k(&mut direct).await;
     assert_eq!(value.as_deref(), Some("v"));
 
     proxy.clear();
     let mut fresh = connect(&proxy).await;
-    let value: Option<String> = redis::cmd("GET")
-        .arg("k")
-        .query_async(&mut fresh)
-        .await
-        .unwrap();
+    let value = get_k(&mut fresh).await;
     assert_eq!(value.as_deref(), Some("v"));
 }
 
@@ -257,11 +254,7 @@ async fn cut_replies_runs_the_request_and_ends_the_connection_inside_its_reply()
     assert_eq!(received, b"+OK", "half of `+OK\\r\\n`, then the end");
 
     let mut direct = server.connection().await;
-    let value: Option<String> = redis::cmd("GET")
-        .arg("k")
-        .query_async(&mut direct)
-        .await
-        .unwrap();
+    let value = get_k(&mut direct).await;
     assert_eq!(value.as_deref(), Some("v"), "the request ran");
 
     proxy.clear();
